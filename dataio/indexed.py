@@ -1,0 +1,626 @@
+"""The Megatron-LM indexed dataset ("MMap", index version 1): the one place the format is specified.
+
+A dataset is a pair ``{prefix}.idx`` + ``{prefix}.bin``.
+
+``.idx`` (all integers little-endian, no padding, no alignment, no trailer)::
+
+    offset  width  type    field
+    0       9      bytes   magic  b"MMIDIDX\\x00\\x00"
+    9       8      u64     version, always 1
+    17      1      u8      dtype code of the tokens in .bin (DTYPE_CODES)
+    18      8      u64     N = sequence count
+    26      8      u64     D = length of document_indices (documents + 1)
+    34      4*N    int32   sequence_lengths (tokens per sequence)
+    34+4N   8*N    int64   sequence_pointers = itemsize * exclusive prefix sum of lengths
+    34+12N  8*D    int64   document_indices: 0, then the sequence count after each document
+
+``.bin`` is the raw concatenation of every sequence's token ids in the header's dtype.
+
+A document with no sequences (empty after tokenization) shows as a repeated value in
+document_indices. Megatron's reader asserts ``len(sequence_lengths) == document_indices[-1]``;
+it checks nothing else, so :func:`validate` does.
+
+Contract of this module:
+
+- :class:`IndexedDatasetWriter` streams: tokens go straight to ``.bin``; lengths and document
+  boundaries are buffered in small numpy arrays and spilled to anonymous temporary files, so peak
+  memory does not grow with the number of tokens or sequences. Both files are written under
+  temporary names and renamed on :meth:`~IndexedDatasetWriter.close` (``.bin`` first, ``.idx``
+  last): an interrupted write never leaves a final-named ``.idx``, and a dataset is complete
+  exactly when its ``.idx`` exists.
+- Token ids that do not fit the dtype raise :class:`TokenRangeError` (never silent wrap-around).
+- :class:`IndexedDataset` reads memory-mapped and also opens an empty dataset (a 0-byte ``.bin``),
+  which Megatron's default reader cannot.
+- :func:`merge` streams several datasets into one and checks dtypes before writing anything.
+- :func:`validate` checks everything the format implies (see its docstring).
+
+Paths may be local or any fsspec URL; see :mod:`dataio.fs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import tempfile
+import uuid
+from typing import BinaryIO, Iterable, Sequence
+
+import numpy as np
+
+from dataio import fs as fsutil
+from dataio import naming
+
+MAGIC = b"MMIDIDX\x00\x00"
+VERSION = 1
+HEADER_SIZE = 34  # 9 magic + 8 version + 1 dtype code + 8 N + 8 D
+_HEADER = struct.Struct("<9sQBQQ")
+
+# Codes of current megatron-core. 6 and 7 changed meaning between Megatron versions (float32 vs
+# float64), no preprocessor ever wrote them, and token ids are integers, so they are refused.
+DTYPE_CODES: dict[int, np.dtype] = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.int8),
+    3: np.dtype(np.int16),
+    4: np.dtype(np.int32),
+    5: np.dtype(np.int64),
+    8: np.dtype(np.uint16),
+}
+CODE_OF_DTYPE = {dtype: code for code, dtype in DTYPE_CODES.items()}
+_AMBIGUOUS_CODES = {6: "float64 or float32", 7: "float32 or float64"}
+
+# Megatron's DType.optimal_dtype: uint16 below 65500 (not 65536), else int32.
+UINT16_VOCAB_LIMIT = 65500
+
+_CHUNK_ELEMENTS = 1 << 22  # elements per chunk when streaming index arrays (32 MiB of int64)
+_COPY_BYTES = 1 << 24
+
+
+class FormatError(ValueError):
+    """A file that is not a valid Megatron indexed dataset."""
+
+
+class TokenRangeError(ValueError):
+    """A token id that does not fit the dataset's dtype."""
+
+
+def optimal_dtype(vocab_size: int | None) -> np.dtype:
+    """Megatron's rule: uint16 if the vocabulary has fewer than 65500 entries, else int32."""
+    if vocab_size is not None and vocab_size < UINT16_VOCAB_LIMIT:
+        return np.dtype(np.uint16)
+    return np.dtype(np.int32)
+
+
+def dtype_code(dtype) -> int:
+    dtype = np.dtype(dtype)
+    if dtype not in CODE_OF_DTYPE:
+        raise ValueError(f"dtype {dtype} cannot be stored in a Megatron index; use one of "
+                         f"{sorted(str(d) for d in CODE_OF_DTYPE)}")
+    return CODE_OF_DTYPE[dtype]
+
+
+def dtype_of_code(code: int) -> np.dtype:
+    if code in DTYPE_CODES:
+        return DTYPE_CODES[code]
+    if code in _AMBIGUOUS_CODES:
+        raise FormatError(f"dtype code {code} ({_AMBIGUOUS_CODES[code]} depending on the Megatron "
+                          "version) is a float type; token datasets use integer codes 1-5 or 8")
+    raise FormatError(f"unknown dtype code {code}")
+
+
+def idx_path(prefix: str) -> str:
+    return prefix + ".idx"
+
+
+def bin_path(prefix: str) -> str:
+    return prefix + ".bin"
+
+
+def prefix_of(path: str) -> str:
+    """The dataset prefix of a path given as a prefix, a .bin or an .idx."""
+    for suffix in (".bin", ".idx"):
+        if path.endswith(suffix):
+            return path[: -len(suffix)]
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# header
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexHeader:
+    dtype: np.dtype
+    sequence_count: int  # N
+    document_index_count: int  # D = documents + 1
+
+    @property
+    def document_count(self) -> int:
+        return self.document_index_count - 1
+
+    @property
+    def idx_size(self) -> int:
+        return HEADER_SIZE + 12 * self.sequence_count + 8 * self.document_index_count
+
+
+def encode_header(dtype, sequence_count: int, document_index_count: int) -> bytes:
+    return _HEADER.pack(MAGIC, VERSION, dtype_code(dtype), sequence_count, document_index_count)
+
+
+def decode_header(raw: bytes) -> IndexHeader:
+    if len(raw) < HEADER_SIZE:
+        raise FormatError(f"index is {len(raw)} bytes, shorter than the {HEADER_SIZE}-byte header")
+    magic, version, code, n, d = _HEADER.unpack_from(raw)
+    if magic != MAGIC:
+        if magic.startswith(b"TNTIDX"):
+            raise FormatError("legacy lazy/cached index (TNTIDX); only MMIDIDX is supported")
+        raise FormatError(f"bad magic {magic!r}; expected {MAGIC!r}")
+    if version != VERSION:
+        raise FormatError(f"index version {version}; expected {VERSION}")
+    return IndexHeader(dtype_of_code(code), n, d)
+
+
+def read_header(prefix: str) -> IndexHeader:
+    with fsutil.open_file(idx_path(prefix), "rb") as f:
+        return decode_header(f.read(HEADER_SIZE))
+
+
+# ---------------------------------------------------------------------------------------------
+# writer
+
+
+class _SpillBuffer:
+    """An append-only numpy array spilled to an anonymous temporary file when its buffer fills."""
+
+    def __init__(self, dtype, capacity: int = 1 << 16):
+        self.dtype = np.dtype(dtype)
+        self._buffer = np.empty(capacity, dtype=self.dtype)
+        self._used = 0
+        self._file: BinaryIO | None = None
+        self.count = 0
+
+    def extend(self, values: np.ndarray) -> None:
+        n = len(values)
+        if self._used + n > len(self._buffer):
+            self._flush()
+            if n > len(self._buffer):
+                self._spill().write(np.ascontiguousarray(values, dtype=self.dtype).data)
+                self.count += n
+                return
+        self._buffer[self._used:self._used + n] = values
+        self._used += n
+        self.count += n
+
+    def append(self, value: int) -> None:
+        if self._used == len(self._buffer):
+            self._flush()
+        self._buffer[self._used] = value
+        self._used += 1
+        self.count += 1
+
+    def _spill(self) -> BinaryIO:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="tokenbeam-index-")
+        return self._file
+
+    def _flush(self) -> None:
+        if self._used:
+            self._spill().write(self._buffer[:self._used].data)
+            self._used = 0
+
+    def chunks(self) -> Iterable[np.ndarray]:
+        """Every value in order, in bounded chunks."""
+        if self._file is not None:
+            self._file.flush()
+            self._file.seek(0)
+            step = _CHUNK_ELEMENTS * self.dtype.itemsize
+            while raw := self._file.read(step):
+                yield np.frombuffer(raw, dtype=self.dtype)
+        if self._used:
+            yield self._buffer[:self._used]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _check_range(tokens: np.ndarray, dtype: np.dtype) -> None:
+    if tokens.size == 0:
+        return
+    info = np.iinfo(dtype)
+    low, high = tokens.min(), tokens.max()
+    if low < info.min or high > info.max:
+        bad = low if low < info.min else high
+        raise TokenRangeError(f"token id {int(bad)} does not fit dtype {dtype} "
+                              f"(range {info.min}..{info.max}); choose a wider --dtype")
+
+
+def as_tokens(tokens, dtype: np.dtype) -> np.ndarray:
+    """``tokens`` as a contiguous array of ``dtype``, refusing ids that do not fit."""
+    arr = np.asarray(tokens)
+    if arr.dtype == dtype:
+        return np.ascontiguousarray(arr)
+    if arr.size == 0:
+        return np.empty(0, dtype=dtype)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.all(np.mod(arr, 1) == 0):
+            arr = arr.astype(np.int64)
+        else:
+            raise TokenRangeError(f"token ids must be integers, got dtype {arr.dtype}")
+    _check_range(arr, dtype)
+    return arr.astype(dtype)
+
+
+class IndexedDatasetWriter:
+    """Streams documents into ``{prefix}.bin/.idx``; see the module docstring for guarantees.
+
+    Use as a context manager: leaving the block normally commits, an exception aborts (the
+    temporary files are removed and no final-named file is created).
+    """
+
+    def __init__(self, prefix: str, *, dtype):
+        self.prefix = prefix
+        self.dtype = np.dtype(dtype)
+        dtype_code(self.dtype)
+        self._fs, self._path = fsutil.filesystem_and_path(prefix)
+        token = uuid.uuid4().hex[:12]
+        self._tmp_bin = _temporary_name(self._path + ".bin", token)
+        self._tmp_idx = _temporary_name(self._path + ".idx", token)
+        fsutil.makedirs(self._fs, os.path.dirname(self._path))
+        self._bin = self._fs.open(self._tmp_bin, "wb")
+        self._lengths = _SpillBuffer(np.int32)
+        self._doc_ends = _SpillBuffer(np.int64)
+        self._doc_ends.append(0)
+        self._tokens = 0
+        self._closed = False
+
+    # -- appending ---------------------------------------------------------------------------
+
+    @property
+    def sequence_count(self) -> int:
+        return self._lengths.count
+
+    @property
+    def document_count(self) -> int:
+        return self._doc_ends.count - 1
+
+    @property
+    def token_count(self) -> int:
+        return self._tokens
+
+    def add_document(self, tokens, lengths: Sequence[int] | None = None) -> None:
+        """One document: ``tokens`` split into sequences of ``lengths`` (default: one sequence,
+        or none when ``tokens`` is empty, i.e. an empty document)."""
+        arr = as_tokens(tokens, self.dtype)
+        if lengths is None:
+            if arr.size:
+                self._bin.write(arr.data)
+                self._lengths.append(arr.size)
+                self._tokens += arr.size
+            self._doc_ends.append(self._lengths.count)
+            return
+        lengths_arr = np.asarray(lengths, dtype=np.int64)
+        self._append(arr, lengths_arr, np.array([len(lengths_arr)], dtype=np.int64))
+
+    def add_batch(self, tokens, sequence_lengths, sequences_per_document) -> None:
+        """Many documents at once: a flat token array, every sequence's length, and how many
+        sequences each document has (0 = empty document)."""
+        self._append(as_tokens(tokens, self.dtype), np.asarray(sequence_lengths, dtype=np.int64),
+                     np.asarray(sequences_per_document, dtype=np.int64))
+
+    def _append(self, tokens: np.ndarray, lengths: np.ndarray, per_doc: np.ndarray) -> None:
+        if int(lengths.sum()) != tokens.size:
+            raise ValueError(f"sequence lengths sum to {int(lengths.sum())} but {tokens.size} "
+                             "tokens were given")
+        if lengths.size and (lengths.min() < 0 or lengths.max() > np.iinfo(np.int32).max):
+            raise ValueError("sequence lengths must be in 0..2**31-1 (int32 in the index)")
+        if int(per_doc.sum()) != lengths.size:
+            raise ValueError(f"documents claim {int(per_doc.sum())} sequences but "
+                             f"{lengths.size} lengths were given")
+        if tokens.size:
+            self._bin.write(tokens.data)
+        self._lengths.extend(lengths)
+        self._doc_ends.extend(self._lengths.count - lengths.size + np.cumsum(per_doc))
+        self._tokens += tokens.size
+
+    def add_index(self, prefix: str) -> None:
+        """Append a whole existing dataset (its dtype must equal ours)."""
+        other = IndexedDataset(prefix)
+        if other.dtype != self.dtype:
+            raise ValueError(f"{prefix}: dtype {other.dtype} differs from the output's {self.dtype}")
+        offset = self._lengths.count
+        for start in range(0, other.sequence_count, _CHUNK_ELEMENTS):
+            self._lengths.extend(other.sequence_lengths[start:start + _CHUNK_ELEMENTS])
+        doc_idx = other.document_indices
+        for start in range(1, len(doc_idx), _CHUNK_ELEMENTS):
+            self._doc_ends.extend(doc_idx[start:start + _CHUNK_ELEMENTS] + offset)
+        with fsutil.open_file(bin_path(prefix), "rb") as src:
+            while raw := src.read(_COPY_BYTES):
+                self._bin.write(raw)
+        self._tokens += other.token_count
+
+    # -- committing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write the index and commit: rename ``.bin`` then ``.idx`` to their final names."""
+        if self._closed:
+            return
+        try:
+            self._bin.close()
+            with self._fs.open(self._tmp_idx, "wb") as out:
+                out.write(encode_header(self.dtype, self._lengths.count, self._doc_ends.count))
+                for chunk in self._lengths.chunks():
+                    out.write(np.ascontiguousarray(chunk, dtype="<i4").data)
+                carry = 0
+                for chunk in self._lengths.chunks():
+                    ends = np.cumsum(chunk, dtype=np.int64)
+                    pointers = (ends - chunk + carry) * self.dtype.itemsize
+                    out.write(pointers.astype("<i8", copy=False).data)
+                    carry += int(ends[-1]) if len(ends) else 0
+                for chunk in self._doc_ends.chunks():
+                    out.write(np.ascontiguousarray(chunk, dtype="<i8").data)
+            fsutil.replace(self._fs, self._tmp_bin, self._path + ".bin")
+            fsutil.replace(self._fs, self._tmp_idx, self._path + ".idx")
+        except BaseException:
+            self.abort()
+            raise
+        finally:
+            self._release()
+
+    def abort(self) -> None:
+        """Drop everything written so far; no final-named file is created or changed."""
+        if not self._bin.closed:
+            self._bin.close()
+        for tmp in (self._tmp_bin, self._tmp_idx):
+            try:
+                self._fs.rm(tmp)
+            except FileNotFoundError:
+                pass
+        self._release()
+
+    def _release(self) -> None:
+        self._closed = True
+        self._lengths.close()
+        self._doc_ends.close()
+
+    def __enter__(self) -> "IndexedDatasetWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        elif not self._closed:
+            self.abort()
+
+
+TEMPORARY_MARK = ".inprogress-"
+
+
+def _temporary_name(final_path: str, token: str) -> str:
+    head, tail = os.path.split(final_path)
+    return os.path.join(head, f".{tail}{TEMPORARY_MARK}{token}")
+
+
+def is_temporary_name(name: str) -> bool:
+    return TEMPORARY_MARK in os.path.basename(name)
+
+
+def write_documents(prefix: str, documents: Iterable, *, dtype) -> None:
+    """Convenience: each document is a token list (one sequence) or a list of sequences."""
+    with IndexedDatasetWriter(prefix, dtype=dtype) as writer:
+        for doc in documents:
+            if len(doc) and isinstance(doc[0], (list, tuple, np.ndarray)):
+                lengths = [len(s) for s in doc if len(s)]
+                flat = np.concatenate([np.asarray(s, dtype=np.int64) for s in doc if len(s)]) \
+                    if lengths else np.empty(0, dtype=np.int64)
+                writer.add_document(flat, lengths)
+            else:
+                writer.add_document(doc)
+
+
+# ---------------------------------------------------------------------------------------------
+# reader
+
+
+class IndexedDataset:
+    """Read-only, memory-mapped view of ``{prefix}.bin/.idx`` (local files) or a fully read one
+    (other fsspec URLs; see :mod:`dataio.dataset` for ranged remote reads).
+
+    ``ds[i]`` is sequence ``i``; ``ds.document(j)`` is document ``j``'s tokens. Arrays returned
+    keep the underlying map alive, so they stay valid after the dataset object is gone.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix_of(prefix)
+        self._idx = fsutil.map_or_read(idx_path(self.prefix))
+        self.header = decode_header(bytes(self._idx[:HEADER_SIZE]))
+        if len(self._idx) < self.header.idx_size:
+            raise FormatError(f"{idx_path(self.prefix)} is {len(self._idx)} bytes; the header "
+                              f"(N={self.header.sequence_count}, D={self.header.document_index_count}) "
+                              f"needs {self.header.idx_size}")
+        n, d = self.header.sequence_count, self.header.document_index_count
+        self.sequence_lengths = np.frombuffer(self._idx, dtype="<i4", count=n, offset=HEADER_SIZE)
+        self.sequence_pointers = np.frombuffer(self._idx, dtype="<i8", count=n,
+                                               offset=HEADER_SIZE + 4 * n)
+        self.document_indices = np.frombuffer(self._idx, dtype="<i8", count=d,
+                                              offset=HEADER_SIZE + 12 * n)
+        self._bin = fsutil.map_or_read(bin_path(self.prefix))
+        self.tokens = np.frombuffer(self._bin, dtype=self.dtype.newbyteorder("<"),
+                                    count=len(self._bin) // self.dtype.itemsize)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.header.dtype
+
+    @property
+    def sequence_count(self) -> int:
+        return self.header.sequence_count
+
+    @property
+    def document_count(self) -> int:
+        return self.header.document_count
+
+    @property
+    def token_count(self) -> int:
+        return int(self.sequence_lengths.sum(dtype=np.int64))
+
+    def __len__(self) -> int:
+        return self.sequence_count
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        if not -self.sequence_count <= i < self.sequence_count:
+            raise IndexError(f"sequence {i} out of range 0..{self.sequence_count - 1}")
+        i %= self.sequence_count
+        start = int(self.sequence_pointers[i]) // self.dtype.itemsize
+        return self.tokens[start:start + int(self.sequence_lengths[i])]
+
+    def document(self, j: int) -> np.ndarray:
+        """All tokens of document ``j`` (its sequences are contiguous in ``.bin``)."""
+        first, end = int(self.document_indices[j]), int(self.document_indices[j + 1])
+        if first == end:
+            return self.tokens[:0]
+        start = int(self.sequence_pointers[first]) // self.dtype.itemsize
+        stop = int(self.sequence_pointers[end - 1]) // self.dtype.itemsize + int(
+            self.sequence_lengths[end - 1])
+        return self.tokens[start:stop]
+
+    def documents(self) -> Iterable[list[np.ndarray]]:
+        """Every document as its list of sequences."""
+        for j in range(self.document_count):
+            first, end = int(self.document_indices[j]), int(self.document_indices[j + 1])
+            yield [self[i] for i in range(first, end)]
+
+
+# ---------------------------------------------------------------------------------------------
+# merge
+
+
+def merge(prefixes: Sequence[str], output_prefix: str, *, dtype=None) -> IndexHeader:
+    """Concatenate datasets in the order given into ``output_prefix``; dtypes (and the
+    readability of every input) are checked before anything is written."""
+    if not prefixes:
+        raise ValueError("merge needs at least one input dataset")
+    headers = [(p, read_header(p)) for p in prefixes]
+    dtypes = {h.dtype for _, h in headers}
+    target = np.dtype(dtype) if dtype is not None else headers[0][1].dtype
+    mismatched = [f"{p} ({h.dtype})" for p, h in headers if h.dtype != target]
+    if mismatched:
+        raise ValueError(f"cannot merge datasets of different dtypes {sorted(map(str, dtypes))}: "
+                         f"{', '.join(mismatched)} differ from {target}; nothing was written")
+    with IndexedDatasetWriter(output_prefix, dtype=target) as writer:
+        for p in prefixes:
+            writer.add_index(p)
+    return read_header(output_prefix)
+
+
+# ---------------------------------------------------------------------------------------------
+# validate
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    documents: int
+    sequences: int
+    tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationResult:
+    prefix: str
+    ok: bool
+    reason: str = ""
+    counts: Counts | None = None
+    dtype: np.dtype | None = None
+
+    def line(self) -> str:
+        if self.ok:
+            c = self.counts
+            return (f"OK   {self.prefix}  dtype={self.dtype} documents={c.documents} "
+                    f"sequences={c.sequences} tokens={c.tokens}")
+        return f"FAIL {self.prefix}  {self.reason}"
+
+
+def validate(prefix: str, *, vocab_size: int | None = None, eod_id: int | None = None,
+             check_name: bool = True) -> ValidationResult:
+    """Check one dataset and return the first problem found, or its counts.
+
+    Checks: magic, version, dtype code; .idx size equals 34 + 12N + 8D; pointers equal the
+    exclusive prefix sums of lengths times the item size (64-bit); document_indices start at 0,
+    never decrease and end at N; .bin size equals item size times the sum of lengths; with
+    ``vocab_size``, every id is below it; with ``eod_id``, every non-empty document ends with it;
+    with ``check_name``, ``dc=``/``sc=``/``tc=`` in the name equal the documents / sequences /
+    tokens in the files.
+    """
+    prefix = prefix_of(prefix)
+
+    def fail(reason: str) -> ValidationResult:
+        return ValidationResult(prefix, False, reason)
+
+    for path in (idx_path(prefix), bin_path(prefix)):
+        if not fsutil.exists(path):
+            return fail(f"missing {os.path.basename(path)}")
+    try:
+        ds = IndexedDataset(prefix)
+    except FormatError as exc:
+        return fail(str(exc))
+    h = ds.header
+    idx_size = fsutil.size(idx_path(prefix))
+    if idx_size != h.idx_size:
+        return fail(f".idx is {idx_size} bytes; N={h.sequence_count} and "
+                    f"D={h.document_index_count} mean {h.idx_size}")
+    if h.document_index_count < 1:
+        return fail("document_indices is empty (D=0); it must hold at least the leading 0")
+    lengths, pointers, doc_idx = ds.sequence_lengths, ds.sequence_pointers, ds.document_indices
+    if lengths.size and lengths.min() < 0:
+        return fail(f"negative sequence length at sequence {int(np.argmax(lengths < 0))}")
+    carry = 0
+    for start in range(0, lengths.size, _CHUNK_ELEMENTS):
+        chunk = lengths[start:start + _CHUNK_ELEMENTS].astype(np.int64)
+        ends = np.cumsum(chunk) + carry
+        expected = (ends - chunk) * ds.dtype.itemsize
+        bad = np.flatnonzero(pointers[start:start + _CHUNK_ELEMENTS] != expected)
+        if bad.size:
+            i = start + int(bad[0])
+            return fail(f"sequence_pointers[{i}] = {int(pointers[i])}, expected "
+                        f"{int(expected[bad[0]])} (item size times the tokens before it)")
+        carry = int(ends[-1]) if ends.size else carry
+    total_tokens = carry
+    if doc_idx[0] != 0:
+        return fail(f"document_indices[0] = {int(doc_idx[0])}, expected 0")
+    steps = np.diff(doc_idx)
+    if steps.size and steps.min() < 0:
+        k = int(np.argmax(steps < 0))
+        return fail(f"document_indices decrease at {k + 1} ({int(doc_idx[k])} -> "
+                    f"{int(doc_idx[k + 1])})")
+    if doc_idx[-1] != h.sequence_count:
+        return fail(f"document_indices end at {int(doc_idx[-1])}, expected N={h.sequence_count}")
+    bin_size = fsutil.size(bin_path(prefix))
+    if bin_size != total_tokens * ds.dtype.itemsize:
+        return fail(f".bin is {bin_size} bytes; the lengths sum to {total_tokens} tokens = "
+                    f"{total_tokens * ds.dtype.itemsize} bytes")
+    if vocab_size is not None:
+        for start in range(0, ds.tokens.size, _CHUNK_ELEMENTS):
+            chunk = ds.tokens[start:start + _CHUNK_ELEMENTS]
+            bad = np.flatnonzero((chunk >= vocab_size) | (chunk < 0))
+            if bad.size:
+                return fail(f"token id {int(chunk[bad[0]])} at position {start + int(bad[0])} "
+                            f"is not below the vocab size {vocab_size}")
+    if eod_id is not None:
+        nonempty = np.flatnonzero(steps > 0)
+        last_seq = doc_idx[1:][nonempty] - 1
+        last_pos = pointers[last_seq] // ds.dtype.itemsize + lengths[last_seq] - 1
+        zero_len = lengths[last_seq] == 0
+        ok = ~zero_len
+        ok[ok] = ds.tokens[last_pos[ok]] == eod_id
+        if not ok.all():
+            k = int(nonempty[np.argmin(ok)])
+            return fail(f"document {k} does not end with the EOD id {eod_id}")
+    counts = Counts(h.document_count, h.sequence_count, total_tokens)
+    if check_name:
+        named = naming.parse_counts(os.path.basename(prefix))
+        if named is not None:
+            for field, want, have in zip(("dc", "sc", "tc"), named, dataclasses.astuple(counts)):
+                if want != have:
+                    return fail(f"name says {field}={want} but the files hold {have}")
+    return ValidationResult(prefix, True, counts=counts, dtype=ds.dtype)

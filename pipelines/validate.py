@@ -1,0 +1,60 @@
+"""``python -m pipelines.validate PATH [PATH ...]``: check Megatron .bin/.idx datasets.
+
+A PATH is a prefix, a ``.bin`` or ``.idx`` file, or a folder (every dataset directly in it).
+Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
+only when every dataset passes (and at least one was found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dataio import fs as fsutil
+from dataio import indexed
+
+
+def find_datasets(path: str) -> list[str]:
+    """Dataset prefixes named by ``path`` (see the module docstring)."""
+    fs, inner = fsutil.filesystem_and_path(path)
+    if fs.isdir(inner):
+        names = sorted(fs.ls(inner, detail=False))
+        prefixes = {indexed.prefix_of(n) for n in names
+                    if n.endswith((".bin", ".idx")) and not indexed.is_temporary_name(n)}
+        base = path.rstrip("/")
+        return sorted(fsutil.join(base, os.path.basename(p)) for p in prefixes)
+    return [indexed.prefix_of(path)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.validate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("paths", nargs="+", metavar="PATH")
+    parser.add_argument("--vocab-size", type=int, help="also check every id is below this")
+    parser.add_argument("--eod-id", type=int, help="also check every non-empty document ends "
+                        "with this id")
+    parser.add_argument("--no-name-check", action="store_true",
+                        help="do not compare dc=/sc=/tc= in the name with the files")
+    return parser
+
+
+def run(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    prefixes = [p for path in args.paths for p in find_datasets(path)]
+    if not prefixes:
+        print("FAIL no .bin/.idx datasets found in " + " ".join(args.paths))
+        return 1
+    failed = 0
+    for prefix in prefixes:
+        result = indexed.validate(prefix, vocab_size=args.vocab_size, eod_id=args.eod_id,
+                                  check_name=not args.no_name_check)
+        print(result.line(), flush=True)
+        failed += not result.ok
+    if len(prefixes) > 1:
+        print(f"{len(prefixes)} datasets: {len(prefixes) - failed} OK, {failed} FAIL")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())

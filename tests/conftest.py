@@ -1,0 +1,1 @@
+"""Shared fixtures. Tests import the packages from the checkout (tokenbeam is installed -e)."""
