@@ -1,0 +1,466 @@
+"""Read tokenize output back for training: fixed-length windows with document ids and masks.
+
+``get_dataset(path_or_prefixes, context_length, *, split=None)`` opens every dataset of a
+tokenize output folder (or the prefixes given) and treats their tokens, in name order, as one
+stream cut into consecutive windows of ``context_length`` tokens; the last incomplete window is
+dropped and windows may span shard boundaries. Contract:
+
+- ``ds[i]`` (Python or numpy integer, negative counts from the end) is a :class:`Window`:
+  ``token_ids`` in the shards' dtype (a read-only view of the memory map when the window lies in
+  one local shard, a copy otherwise), ``document_ids`` (int64, per token: the index of its
+  document across the whole dataset, shards numbered in order, empty documents included) and
+  ``document_mask()`` (block-causal, built only when called).
+- Document ids come from the ``.idx`` arrays alone (document_indices -> first sequence ->
+  sequence pointer), found by binary search and filled with ``np.repeat``: no scan for EOD ids,
+  nothing proportional to the dataset is built when opening it.
+- Local files are memory-mapped (no copy). Other fsspec URLs read each ``.idx`` whole and the
+  ``.bin`` by ranged reads through fsspec's block cache (a few MiB per shard).
+- ``split``: ``None`` or ``"train"`` = the datasets directly in the folder; ``"holdout"`` = those
+  in its ``holdout/`` subfolder (where the tokenize job writes holdout shards); a pair
+  ``(start, end)`` of fractions = the windows ``[floor(start*n), floor(end*n))`` of the packed
+  stream (a contiguous, Megatron-style split that also works on a list of prefixes).
+- ``vocab_size`` comes from ``metadata.json`` beside the shards (for ``holdout/``, the one in the
+  parent folder): ``{"tokenizer": {"vocab_size": N}}``; ``None`` without one.
+- A dataset pickles without its open maps and files (they reopen lazily), so it can be handed
+  to worker processes (e.g. a torch ``DataLoader``; see :mod:`dataio.torch_dataset`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import operator
+import os
+from typing import Sequence
+
+import numpy as np
+
+from dataio import fs as fsutil
+from dataio import indexed
+
+SPLIT_NAMES = ("train", "holdout")
+HOLDOUT_DIR = "holdout"
+METADATA_NAME = "metadata.json"
+# Remote .bin reads: fsspec's block cache; small blocks because windows are small and random.
+REMOTE_BLOCK_SIZE = 1 << 20
+REMOTE_MAX_BLOCKS = 8
+
+
+# ---------------------------------------------------------------------------------------------
+# one shard
+
+
+class Shard:
+    """One ``.bin/.idx`` pair: header counts at once, arrays and token storage opened lazily."""
+
+    def __init__(self, prefix: str):
+        self.prefix = indexed.prefix_of(prefix)
+        self.local = fsutil.is_local(self.prefix)
+        self._arrays = None
+        self._tokens = None  # local: numpy view of the .bin map
+        self._file = None  # remote: an fsspec file with a block cache
+        lengths, pointers, doc_idx = self.arrays()
+        self.dtype: np.dtype = self.header.dtype
+        self.sequence_count = self.header.sequence_count
+        self.document_count = self.header.document_count
+        # Tokens = end of the last sequence; O(1), unlike summing every length.
+        self.token_count = (int(pointers[-1]) // self.dtype.itemsize + int(lengths[-1])
+                            if len(lengths) else 0)
+        bin_size = fsutil.size(indexed.bin_path(self.prefix))
+        if bin_size != self.token_count * self.dtype.itemsize:
+            raise indexed.FormatError(
+                f"{indexed.bin_path(self.prefix)} is {bin_size} bytes but its .idx describes "
+                f"{self.token_count} {self.dtype} tokens; the pair is truncated or mismatched "
+                f"(check it with: python -m pipelines.validate {self.prefix})")
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.prefix.rstrip("/"))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(sequence_lengths, sequence_pointers, document_indices)`` of the ``.idx``."""
+        if self._arrays is None:
+            path = indexed.idx_path(self.prefix)
+            raw = fsutil.map_or_read(path)
+            self.header = indexed.decode_header(bytes(raw[:indexed.HEADER_SIZE]))
+            if len(raw) < self.header.idx_size:
+                raise indexed.FormatError(f"{path} is {len(raw)} bytes; its header needs "
+                                          f"{self.header.idx_size}")
+            n, d = self.header.sequence_count, self.header.document_index_count
+            if d < 1:
+                raise indexed.FormatError(f"{path}: document_indices is empty (D=0)")
+            base = indexed.HEADER_SIZE
+            self._arrays = (np.frombuffer(raw, dtype="<i4", count=n, offset=base),
+                            np.frombuffer(raw, dtype="<i8", count=n, offset=base + 4 * n),
+                            np.frombuffer(raw, dtype="<i8", count=d, offset=base + 12 * n))
+        return self._arrays
+
+    def tokens(self, start: int, stop: int) -> np.ndarray:
+        """Tokens ``[start, stop)`` of this shard."""
+        if self.local:
+            if self._tokens is None:
+                raw = fsutil.map_or_read(indexed.bin_path(self.prefix))
+                self._tokens = np.frombuffer(raw, dtype=self.dtype.newbyteorder("<"))
+            return self._tokens[start:stop]
+        if self._file is None:
+            self._file = fsutil.open_file(indexed.bin_path(self.prefix), "rb",
+                                          block_size=REMOTE_BLOCK_SIZE, cache_type="blockcache",
+                                          cache_options={"maxblocks": REMOTE_MAX_BLOCKS})
+        size = self.dtype.itemsize
+        self._file.seek(start * size)
+        raw = self._file.read((stop - start) * size)
+        return np.frombuffer(raw, dtype=self.dtype.newbyteorder("<"))
+
+    def document_starts(self, first: int, stop: int) -> np.ndarray:
+        """Token offset where each document ``first..stop-1`` begins; an empty document begins
+        where the next non-empty one does (or at the shard's end)."""
+        lengths, pointers, doc_idx = self.arrays()
+        seq = doc_idx[first:stop]
+        starts = np.full(len(seq), self.token_count, dtype=np.int64)
+        inside = seq < self.sequence_count
+        starts[inside] = pointers[seq[inside]] // self.dtype.itemsize
+        return starts
+
+    def document_of_token(self, t: int) -> int:
+        """The document owning token ``t`` (``0 <= t < token_count``)."""
+        lengths, pointers, doc_idx = self.arrays()
+        # 'right' picks the last of equal pointers, i.e. skips zero-length sequences.
+        seq = int(np.searchsorted(pointers, t * self.dtype.itemsize, side="right")) - 1
+        # ... and the last document whose first sequence is <= seq skips empty documents.
+        return int(np.searchsorted(doc_idx, seq, side="right")) - 1
+
+    def document_lengths(self) -> np.ndarray:
+        """Tokens per document, every document (0 for empty ones)."""
+        starts = self.document_starts(0, self.document_count + 1)
+        return np.diff(starts)
+
+    def document_tokens(self, j: int) -> np.ndarray:
+        start, stop = self.document_starts(j, j + 2)
+        return self.tokens(int(start), int(stop))
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+        self._arrays = self._tokens = self._file = None
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.update(_arrays=None, _tokens=None, _file=None)
+        return state
+
+
+# ---------------------------------------------------------------------------------------------
+# finding datasets
+
+
+def list_prefixes(folder: str) -> list[str]:
+    """Prefixes of the complete datasets directly in ``folder`` (an ``.idx`` exists and is not a
+    temporary name), sorted by name."""
+    fs, inner = fsutil.filesystem_and_path(folder)
+    if not fs.isdir(inner):
+        raise FileNotFoundError(f"{folder} is not a folder")
+    names = sorted(os.path.basename(n.rstrip("/")) for n in fs.ls(inner, detail=False))
+    base = folder.rstrip("/") or folder
+    return [fsutil.join(base, indexed.prefix_of(n)) for n in names
+            if n.endswith(".idx") and not indexed.is_temporary_name(n)]
+
+
+def _is_folder(path: str) -> bool:
+    fs, inner = fsutil.filesystem_and_path(path)
+    return fs.isdir(inner)
+
+
+def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
+    """The dataset prefixes ``get_dataset`` opens for these arguments (see the module docs)."""
+    if isinstance(split, str) and split not in SPLIT_NAMES:
+        raise ValueError(f"split={split!r}: use one of {SPLIT_NAMES}, a (start, end) pair of "
+                         "fractions, or None")
+    if isinstance(path_or_prefixes, (str, os.PathLike)):
+        path = os.fspath(path_or_prefixes)
+        if _is_folder(path):
+            folder = fsutil.join(path, HOLDOUT_DIR) if split == "holdout" else path
+            if split == "holdout" and not _is_folder(folder):
+                raise FileNotFoundError(f"{path} has no {HOLDOUT_DIR}/ subfolder; holdout shards "
+                                        "exist only when the tokenize job ran with "
+                                        "--holdout-fraction")
+            prefixes = list_prefixes(folder)
+            if not prefixes:
+                raise FileNotFoundError(f"no .bin/.idx datasets in {folder}; pass the --output "
+                                        "folder of pipelines.tokenize or a list of prefixes")
+            return prefixes
+        path_or_prefixes = [path]
+    if isinstance(split, str):
+        raise ValueError(f"split={split!r} selects a subfolder of a tokenize output folder; with "
+                         "prefixes pass the holdout prefixes themselves, or a (start, end) pair")
+    prefixes = [indexed.prefix_of(os.fspath(p)) for p in path_or_prefixes]
+    if not prefixes:
+        raise ValueError("get_dataset needs a folder or at least one dataset prefix")
+    missing = [p for p in prefixes if not fsutil.exists(indexed.idx_path(p))]
+    if missing:
+        raise FileNotFoundError(f"no dataset at {', '.join(missing)} (expected PREFIX.idx and "
+                                "PREFIX.bin)")
+    return prefixes
+
+
+def read_vocab_size(prefixes: Sequence[str]) -> int | None:
+    """``tokenizer.vocab_size`` of the ``metadata.json`` beside the shards (for a ``holdout/``
+    folder, its parent's); the values of different folders must agree."""
+    found: dict[int, str] = {}
+    folders = dict.fromkeys(_parent(p) for p in prefixes)
+    for folder in folders:
+        candidates = [folder]
+        if os.path.basename(folder.rstrip("/")) == HOLDOUT_DIR:
+            candidates.append(_parent(folder.rstrip("/")))
+        for candidate in candidates:
+            path = fsutil.join(candidate, METADATA_NAME)
+            if not fsutil.exists(path):
+                continue
+            with fsutil.open_file(path, "rb") as f:
+                try:
+                    meta = json.load(f)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path} is not valid JSON: {exc}") from None
+            vocab = (meta.get("tokenizer") or {}).get("vocab_size")
+            if vocab is not None:
+                found.setdefault(int(vocab), path)
+            break
+    if len(found) > 1:
+        listing = ", ".join(f"{v} in {p}" for v, p in found.items())
+        raise ValueError(f"the datasets come from tokenizers with different vocab sizes "
+                         f"({listing}); load them separately")
+    return next(iter(found), None)
+
+
+def _parent(path: str) -> str:
+    if fsutil.is_local(path):
+        return os.path.dirname(path) or "."
+    return path.rsplit("/", 1)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# windows
+
+
+@functools.lru_cache(maxsize=4)
+def _causal(length: int) -> np.ndarray:
+    mask = np.tri(length, dtype=bool)
+    mask.setflags(write=False)
+    return mask
+
+
+class Window:
+    """One item: ``token_ids``, ``document_ids`` and the helpers derived from them."""
+
+    __slots__ = ("token_ids", "document_ids")
+
+    def __init__(self, token_ids: np.ndarray, document_ids: np.ndarray):
+        self.token_ids = token_ids
+        self.document_ids = document_ids
+
+    def segment_bounds(self) -> np.ndarray:
+        """Window-local starts of each document run plus the window length (``cu_seqlens`` of
+        variable-length attention kernels)."""
+        change = np.flatnonzero(self.document_ids[1:] != self.document_ids[:-1]) + 1
+        return np.concatenate(([0], change, [len(self.document_ids)])).astype(np.int64)
+
+    def position_ids(self) -> np.ndarray:
+        """Position of each token inside its document's part of this window."""
+        bounds = self.segment_bounds()
+        starts = np.repeat(bounds[:-1], np.diff(bounds))
+        return np.arange(len(self.document_ids), dtype=np.int64) - starts
+
+    def document_mask(self) -> np.ndarray:
+        """``mask[t, s]`` is True iff token ``t`` may attend to ``s``: ``s <= t`` and both in the
+        same document. An L x L bool array, so built only when asked for."""
+        n = len(self.document_ids)
+        mask = np.zeros((n, n), dtype=bool)
+        causal = _causal(n)
+        bounds = self.segment_bounds()
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            mask[a:b, a:b] = causal[:b - a, :b - a]
+        return mask
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def __repr__(self) -> str:
+        docs = np.unique(self.document_ids)
+        return f"Window({len(self)} tokens, documents {docs.tolist()[:8]}{'...' * (len(docs) > 8)})"
+
+
+class TokenDataset:
+    """Consecutive ``context_length`` windows over the tokens of ``shards`` (see module docs)."""
+
+    def __init__(self, shards: Sequence[Shard], context_length: int, *,
+                 window_range: tuple[int, int] | None = None, vocab_size: int | None = None):
+        _check_context_length(context_length)
+        if not shards:
+            raise ValueError("a dataset needs at least one shard")
+        dtypes = {s.dtype for s in shards}
+        if len(dtypes) > 1:
+            listing = ", ".join(f"{s.name} ({s.dtype})" for s in shards)
+            raise ValueError(f"shards have different dtypes: {listing}; re-tokenize or load them "
+                             "separately")
+        self.shards = list(shards)
+        self.context_length = int(context_length)
+        self.dtype: np.dtype = shards[0].dtype
+        self.vocab_size = vocab_size
+        self._token_starts = np.concatenate(
+            ([0], np.cumsum([s.token_count for s in shards]))).astype(np.int64)
+        self._doc_starts = np.concatenate(
+            ([0], np.cumsum([s.document_count for s in shards]))).astype(np.int64)
+        total_windows = int(self._token_starts[-1]) // self.context_length
+        first, stop = window_range if window_range is not None else (0, total_windows)
+        if not 0 <= first <= stop <= total_windows:
+            raise ValueError(f"window range {first}..{stop} is outside 0..{total_windows}")
+        self._first, self._len = first, stop - first
+
+    # -- sizes -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._len
+
+    def num_tokens(self) -> int:
+        """Tokens in all shards (including the dropped tail and windows outside the split)."""
+        return int(self._token_starts[-1])
+
+    def num_files(self) -> int:
+        return len(self.shards)
+
+    def num_documents(self) -> int:
+        return int(self._doc_starts[-1])
+
+    # -- items -----------------------------------------------------------------------------
+
+    def __getitem__(self, i) -> Window:
+        if isinstance(i, (bool, np.bool_)):
+            raise TypeError("dataset index must be an integer, not a bool")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"dataset index must be an integer, got {type(i).__name__}") from None
+        if not -self._len <= i < self._len:
+            raise IndexError(f"window {i} out of range for a dataset of {self._len} windows")
+        if i < 0:
+            i += self._len
+        start = (self._first + i) * self.context_length
+        return self.window(start, start + self.context_length)
+
+    def window(self, start: int, stop: int) -> Window:
+        """Tokens ``[start, stop)`` of the whole stream, with their document ids."""
+        k = int(np.searchsorted(self._token_starts, start, side="right")) - 1
+        token_parts, id_parts = [], []
+        while start < stop:
+            shard = self.shards[k]
+            base = int(self._token_starts[k])
+            end = min(stop, base + shard.token_count)
+            if end > start:
+                token_parts.append(shard.tokens(start - base, end - base))
+                id_parts.append(self._document_ids(k, start - base, end - base))
+            start = end
+            k += 1
+        if len(token_parts) == 1:
+            return Window(token_parts[0], id_parts[0])
+        if not token_parts:
+            return Window(np.empty(0, dtype=self.dtype), np.empty(0, dtype=np.int64))
+        return Window(np.concatenate(token_parts), np.concatenate(id_parts))
+
+    def _document_ids(self, k: int, start: int, stop: int) -> np.ndarray:
+        shard = self.shards[k]
+        first = shard.document_of_token(start)
+        last = shard.document_of_token(stop - 1)
+        bounds = shard.document_starts(first + 1, last + 1)
+        np.clip(bounds, start, stop, out=bounds)
+        runs = np.diff(np.concatenate(([start], bounds, [stop])))
+        ids = np.arange(first, last + 1, dtype=np.int64) + int(self._doc_starts[k])
+        return np.repeat(ids, runs)
+
+    def __iter__(self):
+        for i in range(self._len):
+            yield self[i]
+
+    # -- documents (whole, not windows) ----------------------------------------------------
+
+    def document(self, j: int) -> np.ndarray:
+        """The tokens of document ``j`` (global numbering)."""
+        if not 0 <= j < self.num_documents():
+            raise IndexError(f"document {j} out of range 0..{self.num_documents() - 1}")
+        k = int(np.searchsorted(self._doc_starts, j, side="right")) - 1
+        return self.shards[k].document_tokens(j - int(self._doc_starts[k]))
+
+    # -- order -----------------------------------------------------------------------------
+
+    def permutation(self, seed: int, *, epoch: int = 0) -> np.ndarray:
+        """A deterministic shuffled order of ``range(len(self))`` for ``(seed, epoch)``."""
+        return shuffled_indices(self._len, seed=seed, epoch=epoch)
+
+    def shuffled(self, seed: int, *, epoch: int = 0) -> "ShuffledDataset":
+        return ShuffledDataset(self, self.permutation(seed, epoch=epoch))
+
+    # -- resources -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+    def __repr__(self) -> str:
+        return (f"TokenDataset({self.num_files()} files, {self.num_tokens()} tokens, "
+                f"{len(self)} windows of {self.context_length}, dtype={self.dtype})")
+
+
+def shuffled_indices(n: int, *, seed: int, epoch: int = 0) -> np.ndarray:
+    """A permutation of ``range(n)`` that depends only on ``(n, seed, epoch)``."""
+    return np.random.default_rng([int(seed), int(epoch)]).permutation(n)
+
+
+class ShuffledDataset:
+    """``base`` read in the order ``order``; same item interface."""
+
+    def __init__(self, base: TokenDataset, order: np.ndarray):
+        self.base = base
+        self.order = order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i) -> Window:
+        return self.base[self.order[operator.index(i)]]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+
+# ---------------------------------------------------------------------------------------------
+# entry point
+
+
+def _check_context_length(context_length) -> None:
+    if isinstance(context_length, (bool, np.bool_)) or \
+            not isinstance(context_length, (int, np.integer)) or context_length < 1:
+        raise ValueError(f"context_length must be a positive integer, got {context_length!r}")
+
+
+def get_dataset(path_or_prefixes, context_length: int, *, split=None) -> TokenDataset:
+    """Open a tokenize output folder (or a list of prefixes) as packed windows; see the module
+    docstring for ``split`` and the guarantees."""
+    _check_context_length(context_length)
+    window_split = None
+    if split is not None and not isinstance(split, str):
+        try:
+            low, high = (float(x) for x in split)
+        except (TypeError, ValueError):
+            raise ValueError(f"split={split!r}: use 'train', 'holdout', or a (start, end) pair "
+                             "of fractions") from None
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"split={split!r}: fractions must satisfy 0 <= start <= end <= 1")
+        window_split = (low, high)
+    prefixes = resolve_prefixes(path_or_prefixes, split if isinstance(split, str) else None)
+    shards = [Shard(p) for p in prefixes]
+    vocab_size = read_vocab_size(prefixes)
+    window_range = None
+    if window_split is not None:
+        total = sum(s.token_count for s in shards) // int(context_length)
+        window_range = (math.floor(window_split[0] * total), math.floor(window_split[1] * total))
+    return TokenDataset(shards, context_length, window_range=window_range, vocab_size=vocab_size)
