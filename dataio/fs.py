@@ -95,3 +95,43 @@ def glob(pattern: str) -> list[str]:
         return sorted(fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
     return sorted(f"{protocol}://{p}" for p in fs.glob(inner))
+
+
+def read_bytes(path: str) -> bytes:
+    with open_file(path, "rb") as f:
+        return f.read()
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write a small object under a temporary name, then move it into place."""
+    fs, inner = filesystem_and_path(path)
+    makedirs(fs, os.path.dirname(inner))
+    head, tail = os.path.split(inner)
+    tmp = os.path.join(head, f".{tail}.inprogress-{os.getpid()}")
+    with fs.open(tmp, "wb") as f:
+        f.write(data)
+    replace(fs, tmp, inner)
+
+
+def remove(path: str) -> None:
+    """Delete a file if it exists."""
+    fs, inner = filesystem_and_path(path)
+    try:
+        fs.rm(inner)
+    except FileNotFoundError:
+        pass
+
+
+def remove_tree(path: str) -> None:
+    """Delete a folder and everything under it, if it exists."""
+    fs, inner = filesystem_and_path(path)
+    if fs.exists(inner):
+        fs.rm(inner, recursive=True)
+
+
+def list_names(path: str) -> list[str]:
+    """Base names of the entries directly in folder ``path`` (empty if it does not exist)."""
+    fs, inner = filesystem_and_path(path)
+    if not fs.exists(inner):
+        return []
+    return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(inner, detail=False))

@@ -1,0 +1,259 @@
+"""The shard sink: token batches -> committed ``{shard}_dc=N_sc=N_tc=N.bin/.idx``.
+
+Protocol (the same on local disk and object stores):
+
+1. Each TokenBatch is written as a *part*, a small indexed dataset at
+   ``{output}/_temporary/{shard}/{item:06d}-{batch:06d}``. Part names are deterministic, so a
+   retried bundle overwrites its own parts (each part is itself written temp-then-rename).
+2. Counts (documents, sequences, tokens, bytes) are combined per shard by a CombineFn.
+3. Parts are grouped per shard together with the planned shard list (so a shard with no
+   documents is still committed, empty) and any read failure of its input.
+4. FinalizeShard concatenates the parts in input order into the final name (the writer renames
+   ``.bin`` then ``.idx``), then writes the commit record ``{output}/_commits/{shard}.json`` last,
+   removes final files of older runs with other counts, and deletes the parts. A shard is
+   committed exactly when its commit record exists and names files that exist. Finalize is
+   idempotent: run twice, it finds its own record and does nothing more.
+5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+from typing import Iterable
+
+import apache_beam as beam
+import numpy as np
+
+from dataio import fs as fsutil
+from dataio import indexed, naming
+
+TEMPORARY_DIR = "_temporary"
+COMMITS_DIR = "_commits"
+FAILURES_DIR = "_failures"
+ERRORS_DIR = "_errors"
+
+
+@dataclasses.dataclass(frozen=True)
+class PartInfo:
+    order: tuple[int, int]
+    prefix: str
+    documents: int
+    sequences: int
+    tokens: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardCounts:
+    documents: int = 0
+    sequences: int = 0
+    tokens: int = 0
+    num_bytes: int = 0
+
+    def __add__(self, other: "ShardCounts") -> "ShardCounts":
+        return ShardCounts(self.documents + other.documents, self.sequences + other.sequences,
+                           self.tokens + other.tokens, self.num_bytes + other.num_bytes)
+
+
+class SumCountsFn(beam.CombineFn):
+    """Documents, sequences, tokens and input bytes of a shard; the accumulator is 4 ints."""
+
+    def create_accumulator(self):
+        return ShardCounts()
+
+    def add_input(self, acc, counts):
+        return acc + counts
+
+    def merge_accumulators(self, accs):
+        total = ShardCounts()
+        for a in accs:
+            total = total + a
+        return total
+
+    def extract_output(self, acc):
+        return acc
+
+
+def commit_record_path(output: str, shard: str) -> str:
+    return fsutil.join(output, COMMITS_DIR, shard + ".json")
+
+
+def failure_record_path(output: str, shard: str) -> str:
+    return fsutil.join(output, FAILURES_DIR, shard + ".json")
+
+
+def read_commit_record(output: str, shard: str) -> dict | None:
+    path = commit_record_path(output, shard)
+    if not fsutil.exists(path):
+        return None
+    try:
+        return json.loads(fsutil.read_bytes(path))
+    except ValueError:
+        return None  # a torn record (should not happen: written atomically) counts as absent
+
+
+def is_committed(output: str, shard: str, fingerprint: str) -> tuple[bool, str]:
+    """Whether ``shard`` is committed with this fingerprint, and why not."""
+    record = read_commit_record(output, shard)
+    if record is None:
+        return False, "not committed yet"
+    if record.get("fingerprint") != fingerprint:
+        return False, "inputs, tokenizer or options changed since it was committed"
+    prefix = fsutil.join(output, record["name"])
+    for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
+        path = prefix + suffix
+        if not fsutil.exists(path):
+            return False, f"{os.path.basename(path)} is missing"
+        if fsutil.size(path) != record[key]:
+            return False, f"{os.path.basename(path)} has changed size"
+    return True, "committed with the same inputs, tokenizer and options"
+
+
+class _WritePartFn(beam.DoFn):
+    def __init__(self, output: str, dtype: str, storage=None):
+        self._output, self._dtype, self._storage = output, dtype, storage
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, tb):
+        item, batch = tb.order
+        prefix = fsutil.join(self._output, TEMPORARY_DIR, tb.shard, f"{item:06d}-{batch:06d}")
+        with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
+            writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
+        counts = ShardCounts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size),
+                             tb.num_bytes)
+        yield tb.shard, (PartInfo(tb.order, prefix, counts.documents, counts.sequences,
+                                  counts.tokens), counts)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardResult:
+    shard: str
+    name: str | None
+    counts: ShardCounts
+    failed: str | None = None
+
+
+class _FinalizeShardFn(beam.DoFn):
+    def __init__(self, output: str, dtype: str, storage=None):
+        self._output, self._dtype, self._storage = output, dtype, storage
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, element):
+        shard, grouped = element
+        planned = list(grouped["planned"])
+        if not planned:
+            return
+        fingerprint = planned[0]
+        parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
+        counts = next(iter(grouped["counts"]), ShardCounts())
+        failures = list(grouped["failed"])
+        parts_dir = fsutil.join(self._output, TEMPORARY_DIR, shard)
+        if failures:
+            record = {"shard": shard, "reason": failures[0], "at": _now()}
+            fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
+                                      json.dumps(record, indent=1).encode())
+            fsutil.remove_tree(parts_dir)
+            yield ShardResult(shard, None, counts, failed=failures[0])
+            return
+        name = naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
+        final = fsutil.join(self._output, name)
+        committed, _ = is_committed(self._output, shard, fingerprint)
+        if not committed:
+            self._merge(parts, final, counts)
+            record = {"shard": shard, "name": name, "fingerprint": fingerprint,
+                      "documents": counts.documents, "sequences": counts.sequences,
+                      "tokens": counts.tokens, "input_bytes": counts.num_bytes,
+                      "bin_size": fsutil.size(final + ".bin"),
+                      "idx_size": fsutil.size(final + ".idx"), "committed_at": _now()}
+            fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
+                                      json.dumps(record, indent=1).encode())
+            fsutil.remove(failure_record_path(self._output, shard))
+            self._remove_stale(shard, name)
+        fsutil.remove_tree(parts_dir)
+        yield ShardResult(shard, name, counts)
+
+    def _merge(self, parts: Iterable[PartInfo], final: str, counts: ShardCounts) -> None:
+        with indexed.IndexedDatasetWriter(final, dtype=self._dtype) as writer:
+            for part in parts:
+                writer.add_index(part.prefix)
+            if (writer.document_count, writer.sequence_count, writer.token_count) != (
+                    counts.documents, counts.sequences, counts.tokens):
+                raise RuntimeError(f"{final}: parts hold {writer.document_count} documents, "
+                                   f"{writer.sequence_count} sequences, {writer.token_count} "
+                                   f"tokens but the counts combined to {counts}")
+
+    def _remove_stale(self, shard: str, name: str) -> None:
+        folder = fsutil.join(self._output, os.path.dirname(shard)) if os.path.dirname(shard) \
+            else self._output
+        base = os.path.basename(shard)
+        current = os.path.basename(name)
+        for entry in fsutil.list_names(folder):
+            stem = indexed.prefix_of(entry)
+            if stem != current and naming.strip_counts(stem) == base and \
+                    naming.parse_counts(stem) is not None and entry.endswith((".bin", ".idx")):
+                fsutil.remove(fsutil.join(folder, entry))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class WriteShards(beam.PTransform):
+    """TokenBatch -> ShardResult per planned shard (committed, or failed with a reason).
+
+    ``planned``: PCollection of (shard, fingerprint) for every shard this run must produce.
+    ``failed``: PCollection of (shard, reason) for shards whose input could not be read.
+    """
+
+    def __init__(self, output: str, *, dtype, planned, failed, storage=None):
+        super().__init__()
+        self._output, self._dtype = output, np.dtype(dtype).name
+        self._planned, self._failed, self._storage = planned, failed, storage
+
+    def expand(self, token_batches):
+        parts = token_batches | "WriteParts" >> beam.ParDo(
+            _WritePartFn(self._output, self._dtype, self._storage))
+        counts = (parts | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
+                  | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
+        part_infos = parts | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
+        grouped = ({"planned": self._planned, "parts": part_infos, "counts": counts,
+                    "failed": self._failed} | "GatherParts" >> beam.CoGroupByKey())
+        return grouped | "FinalizeShard" >> beam.ParDo(
+            _FinalizeShardFn(self._output, self._dtype, self._storage))
+
+
+class _WriteErrorsFn(beam.DoFn):
+    def __init__(self, output: str, storage=None):
+        self._output, self._storage = output, storage
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, element):
+        stem, reports = element
+        reports = sorted(reports, key=lambda r: r.offset)
+        lines = "".join(json.dumps(r.as_json(), ensure_ascii=False) + "\n" for r in reports)
+        fsutil.write_bytes_atomic(fsutil.join(self._output, ERRORS_DIR, stem + ".jsonl"),
+                                  lines.encode("utf-8"))
+        yield stem, len(reports)
+
+
+class WriteErrors(beam.PTransform):
+    """(stem, BadRecordReport) -> ``{output}/_errors/{stem}.jsonl`` sorted by offset."""
+
+    def __init__(self, output: str, *, storage=None):
+        super().__init__()
+        self._output, self._storage = output, storage
+
+    def expand(self, errors):
+        return (errors | "GroupErrors" >> beam.GroupByKey()
+                | "WriteErrorFiles" >> beam.ParDo(_WriteErrorsFn(self._output, self._storage)))

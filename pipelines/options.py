@@ -1,0 +1,175 @@
+"""Pipeline options: one PipelineOptions subclass per concern, each with help and validate().
+
+Megatron's flag names are used wherever Megatron has one (``--json-keys``, ``--tokenizer-type``,
+``--append-eod``, ``--split-sentences``, ``--keep-newlines``, ``--lang``, ``--workers``,
+``--log-interval``); NeMo's ``--tokenizer-library`` is accepted as an alias. Beam's own flags
+pass through untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions,
+                                                  StandardOptions)
+
+from transforms import tokenizer as tk
+
+
+class OptionsError(ValueError):
+    """Bad configuration; the message names the flag and the fix."""
+
+
+class InputOutputOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--input", action="append", default=None, metavar="GLOB",
+                            help="input files: a glob, a file or a folder (every .jsonl, .json, "
+                                 ".jsonl.gz, .jsonl.zst, .parquet in it); local path or fsspec URL; "
+                                 "repeatable")
+        parser.add_argument("--output", default=None, metavar="DIR",
+                            help="output folder (local path or fsspec URL)")
+        parser.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY",
+                            help="keys to tokenize; each key gets its own shards (default: text)")
+        parser.add_argument("--on-bad-record", choices=["skip", "fail"], default="skip",
+                            help="skip (default): leave bad records out, count them and list them "
+                                 "in DIR/_errors/{stem}.jsonl; fail: stop at the first one")
+        parser.add_argument("--overwrite", action="store_true",
+                            help="redo every shard, even those already committed")
+        parser.add_argument("--dry-run", dest="plan_only", action="store_true",
+                            help="print the plan (inputs, planned shards, what is skipped and why, "
+                                 "estimated documents and tokens) and exit without writing")
+        parser.add_argument("--split-bytes", type=int, default=256 << 20,
+                            help="uncompressed JSONL files larger than this are read in ranges of "
+                                 "this many bytes by several workers (default 256 MiB)")
+        parser.add_argument("--batch-documents", type=int, default=2048,
+                            help="documents per batch (tokenizer call and part file)")
+        parser.add_argument("--batch-bytes", type=int, default=8 << 20,
+                            help="input bytes per batch at most (default 8 MiB)")
+
+    def validate_io(self) -> None:
+        if not self.input:
+            raise OptionsError("--input is required: a glob, file or folder of JSONL/Parquet")
+        if not self.output:
+            raise OptionsError("--output is required: the folder for the shards")
+        if not self.json_keys:
+            raise OptionsError("--json-keys needs at least one key")
+
+
+class TokenizerOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--tokenizer-type", default=None, choices=list(tk.KINDS),
+                            help="Megatron's tokenizer type")
+        parser.add_argument("--tokenizer-library", default=None,
+                            choices=list(tk.LIBRARY_ALIASES),
+                            help="NeMo's name for the tokenizer family (alias of --tokenizer-type)")
+        parser.add_argument("--tokenizer-model", default=None,
+                            help="tokenizer.json (or a folder holding it) / SentencePiece .model")
+        parser.add_argument("--vocab-file", default=None, help="GPT-2 vocab.json")
+        parser.add_argument("--merge-file", default=None, help="GPT-2 merges.txt")
+        parser.add_argument("--vocab-size", type=int, default=None,
+                            help="NullTokenizer vocabulary size")
+        parser.add_argument("--append-eod", action="store_true",
+                            help="append the EOD id to every non-empty document")
+        parser.add_argument("--eod-id", type=int, default=None,
+                            help="EOD id to use instead of the tokenizer's end-of-sequence token")
+        parser.add_argument("--add-special-tokens", action="store_true",
+                            help="let the tokenizer add its special tokens (e.g. BOS); off by "
+                                 "default, as in Megatron core_v0.16.1")
+        parser.add_argument("--dtype", default=None, choices=["uint16", "int32", "int64"],
+                            help="token dtype; default Megatron's rule: uint16 below a vocab of "
+                                 "65500, else int32")
+        parser.add_argument("--tokenizer-backend", default="auto",
+                            choices=["auto", "reference", "fast"],
+                            help="reference: tokenizers/sentencepiece; fast: gigatoken where it "
+                                 "gives identical ids; auto: fast only after a self-check passes")
+
+    def tokenizer_spec(self) -> tk.TokenizerSpec:
+        kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
+        return tk.TokenizerSpec(kind=kind, model=self.tokenizer_model, vocab_file=self.vocab_file,
+                                merge_file=self.merge_file,
+                                add_special_tokens=self.add_special_tokens, eod_id=self.eod_id,
+                                vocab_size=self.vocab_size, backend=self.tokenizer_backend)
+
+
+class SegmentationOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--split-sentences", action="store_true",
+                            help="one sequence per sentence; shards named *_sentence_*")
+        parser.add_argument("--keep-newlines", action="store_true",
+                            help="keep newlines in sentence text (Megatron's flag)")
+        parser.add_argument("--sentence-splitter", default="auto",
+                            help="sentence splitter (see README); nltk = Megatron's punkt splitting")
+        parser.add_argument("--lang", default="english",
+                            help="language for sentence splitting (NLTK name or ISO code)")
+        parser.add_argument("--skip-empty", action="store_true",
+                            help="drop empty documents instead of keeping them as documents with "
+                                 "no sequence (NeMo's behaviour)")
+        parser.add_argument("--holdout-fraction", type=float, default=0.0,
+                            help="send this fraction of documents (by a stable hash of their id) "
+                                 "to holdout shards under DIR/holdout/")
+        parser.add_argument("--id-key", default=None,
+                            help="document id key for --holdout-fraction (default: hash the text)")
+
+    def validate_segmentation(self) -> None:
+        if not 0.0 <= self.holdout_fraction < 1.0:
+            raise OptionsError("--holdout-fraction must be in [0, 1), e.g. 0.001")
+
+
+class RunOptions(PipelineOptions):
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--workers", type=int, default=1,
+                            help="worker processes on the local runner (default 1)")
+        parser.add_argument("--log-interval", type=int, default=10_000,
+                            help="progress line every N documents per worker (0: off)")
+
+
+ALL = (InputOutputOptions, TokenizerOptions, SegmentationOptions, RunOptions)
+LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
+
+
+def parse(argv) -> PipelineOptions:
+    """Parse ``argv`` into PipelineOptions, refusing unknown flags (Beam silently drops them)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for cls in PipelineOptions.__subclasses__():
+        try:
+            cls._add_argparse_args(parser)
+        except argparse.ArgumentError:
+            pass  # a flag two Beam option classes both declare
+    _, unknown = parser.parse_known_args(argv)
+    unknown = [u for u in unknown if u.startswith("--")]
+    if unknown:
+        raise OptionsError(f"unknown flag {unknown[0]}; see --help")
+    options = PipelineOptions(argv)
+    _local_runner(options)
+    return options
+
+
+def _local_runner(options: PipelineOptions) -> None:
+    """DirectRunner means the in-process FnApiRunner: Beam 2.77's DirectRunner would first try
+    to download its Prism runner from the internet. ``--workers N`` > 1 runs N processes."""
+    std = options.view_as(StandardOptions)
+    if std.runner in LOCAL_RUNNERS:
+        std.runner = "FnApiRunner"
+        workers = options.view_as(RunOptions).workers
+        direct = options.view_as(DirectOptions)
+        if workers > 1:
+            direct.direct_running_mode = "multi_processing"
+            direct.direct_num_workers = workers
+        else:
+            direct.direct_running_mode = "in_memory"
+
+
+def help_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="tokenbeam options (Beam's own flags, "
+                                     "e.g. --runner, pass through)")
+    for cls in ALL:
+        cls._add_argparse_args(parser)
+    return parser
+
+
+__all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",
+           "OptionsError", "help_parser"]

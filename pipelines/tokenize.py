@@ -1,0 +1,361 @@
+"""``python -m pipelines.tokenize``: JSONL/Parquet in, Megatron ``.bin/.idx`` shards out.
+
+One shard per input file and json key: ``{stem}_{key}_{document|sentence}_dc=N_sc=N_tc=N``,
+byte-identical to Megatron-LM's ``tools/preprocess_data.py`` for the same input and tokenizer
+settings, whatever the runner, ``--workers`` or retries. Rerunning the same command skips shards
+already committed with the same inputs, tokenizer and options; ``--dry-run`` prints the plan.
+See DESIGN.md for the data flow and dataio/sink.py for the commit protocol.
+
+Exit status: 0 when every planned shard is committed, 1 when some shard failed (they are
+listed), 2 for bad configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import importlib.metadata
+import itertools
+import json
+import sys
+import time
+
+import apache_beam as beam
+import numpy as np
+
+from dataio import fs as fsutil
+from dataio import indexed, naming, readers, sink
+from pipelines import options as opts
+from transforms import documents as docs
+from transforms import tokenizer as tk
+from transforms.tokenize import HOLDOUT_DIR, TokenizeConfig, TokenizeDocuments
+
+FORMAT_VERSION = 1  # bump when a change alters output bytes: it invalidates committed shards
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    shard: str  # relative name without counts
+    stem: str
+    key: str
+    input: readers.InputFile
+    fingerprint: str
+    skip: bool
+    reason: str
+
+
+@dataclasses.dataclass
+class Job:
+    """Everything the driver decided before the pipeline runs."""
+
+    options: beam.options.pipeline_options.PipelineOptions
+    output: str
+    spec: tk.TokenizerSpec
+    config: TokenizeConfig
+    tokenizer: dict
+    dtype: np.dtype
+    files: list[readers.InputFile]
+    shards: list[ShardPlan]
+
+    @property
+    def to_process(self) -> list[ShardPlan]:
+        return [s for s in self.shards if not s.skip]
+
+    def items(self) -> list[readers.WorkItem]:
+        stems = {s.stem for s in self.to_process}
+        files = [f for f in self.files if f.stem in stems]
+        io = self.options.view_as(opts.InputOutputOptions)
+        return readers.plan_items(files, split_bytes=io.split_bytes)
+
+
+def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict) -> str:
+    payload = {"format": FORMAT_VERSION, "input": [input_file.path, input_file.size,
+                                                   input_file.version],
+               "tokenizer": [[f["sha256"] for f in tokenizer["files"]], tokenizer["kind"],
+                             tokenizer["eod_id"], tokenizer["add_special_tokens"]],
+               "settings": settings}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def plan(options) -> Job:
+    """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip."""
+    io = options.view_as(opts.InputOutputOptions)
+    io.validate_io()
+    seg = options.view_as(opts.SegmentationOptions)
+    seg.validate_segmentation()
+    tok_opts = options.view_as(opts.TokenizerOptions)
+    spec = tok_opts.tokenizer_spec()
+    tokenizer = tk.load_tokenizer(spec)
+    if tok_opts.append_eod and tokenizer.eod is None:
+        raise opts.OptionsError(f"--append-eod: the {spec.kind} at {spec.model} names no "
+                                "end-of-sequence token (HuggingFace: eos_token in "
+                                "tokenizer_config.json); give --eod-id ID")
+    description = tk.describe(spec, tokenizer)
+    dtype = np.dtype(tok_opts.dtype) if tok_opts.dtype else indexed.optimal_dtype(tokenizer.vocab_size)
+    if tokenizer.vocab_size - 1 > np.iinfo(dtype).max:
+        raise opts.OptionsError(f"--dtype {dtype}: the vocabulary has {tokenizer.vocab_size} ids, "
+                                "which do not fit; use int32")
+    level = "sentence" if seg.split_sentences else "document"
+    config = TokenizeConfig(keys=tuple(io.json_keys), level=level, append_eod=tok_opts.append_eod,
+                            skip_empty=seg.skip_empty, holdout_fraction=seg.holdout_fraction,
+                            splitter=seg.sentence_splitter, lang=seg.lang,
+                            keep_newlines=seg.keep_newlines,
+                            log_interval=options.view_as(opts.RunOptions).log_interval)
+    settings = {"keys": list(config.keys), "level": level, "append_eod": config.append_eod,
+                "skip_empty": config.skip_empty, "holdout": config.holdout_fraction,
+                "id_key": seg.id_key, "splitter": config.splitter if seg.split_sentences else None,
+                "lang": config.lang if seg.split_sentences else None,
+                "keep_newlines": config.keep_newlines if seg.split_sentences else None,
+                "dtype": dtype.name}
+    files = readers.discover(io.input)
+    shards = []
+    for f in files:
+        fingerprint = _fingerprint(f, description, settings)
+        names = [naming.base_name(f.stem, key, level) for key in config.keys]
+        if config.holdout_fraction > 0:
+            names += [f"{HOLDOUT_DIR}/{n}" for n in names]
+        states = {n: sink.is_committed(io.output, n, fingerprint) for n in names}
+        redo = io.overwrite or not all(done for done, _ in states.values())
+        for n in names:
+            done, why = states[n]
+            if io.overwrite:
+                why = "--overwrite"
+            elif redo and done:
+                why = "another shard of the same input must be redone"
+            key = next(k for k in config.keys if n.endswith(f"_{k}_{level}"))
+            shards.append(ShardPlan(n, f.stem, key, f, fingerprint, not redo, why))
+    return Job(options, io.output, spec, config, description, dtype, files, shards)
+
+
+# --- dry run -----------------------------------------------------------------------------------
+
+def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
+    """Documents and tokens extrapolated from the first ~1 MB of the file."""
+    if input_file.format in ("jsonl.gz", "jsonl.zst"):
+        return "compressed: not estimated"
+    item = readers.WorkItem(input_file.path, input_file.stem, input_file.format, 0, 0,
+                            min(input_file.size, 1 << 20),
+                            row_groups=(0,) if input_file.format == "parquet" else ())
+    n_docs = n_bytes = n_tokens = 0
+    try:
+        for out in docs.read_documents(item, job.config.keys, max_docs=256):
+            if isinstance(out, docs.DocumentBatch):
+                n_docs += len(out)
+                n_bytes += out.num_bytes
+                for key in job.config.keys:
+                    texts = [t if isinstance(t, str) else "".join(t) for t in out.texts[key]]
+                    n_tokens += int(tokenizer.encode_batch(texts)[1].sum())
+            if n_docs >= 1000:
+                break
+    except readers.CorruptFileError as exc:
+        return f"unreadable: {exc}"
+    if not n_docs:
+        return "no documents in the sample"
+    if input_file.format == "parquet":
+        import pyarrow.parquet as pq
+
+        with fsutil.open_file(input_file.path, "rb") as fh:
+            total_docs = pq.ParquetFile(fh).metadata.num_rows
+        scale = total_docs / n_docs
+    else:
+        scale = input_file.size / max(n_bytes, 1)
+    return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens"
+
+
+def print_plan(job: Job, out=sys.stdout) -> None:
+    tokenizer = tk.load_tokenizer(job.spec)
+    print(f"tokenizer: {job.spec.kind} {job.spec.model or job.spec.vocab_file} "
+          f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
+          file=out)
+    print(f"output: {redact(job.output)}", file=out)
+    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
+    by_stem = itertools.groupby(job.shards, key=lambda s: s.stem)
+    for stem, shards in by_stem:
+        shards = list(shards)
+        f = shards[0].input
+        estimate = _estimate(job, f, tokenizer) if not shards[0].skip else ""
+        print(f"  {redact(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
+        for s in shards:
+            action = "skip" if s.skip else "write"
+            print(f"    {action:5} {s.shard}_dc=?_sc=?_tc=?  ({s.reason})", file=out)
+    todo = len(job.to_process)
+    print(f"plan: {todo} shards to write, {len(job.shards) - todo} to skip, "
+          f"{len(job.items())} work items; nothing written (--dry-run)", file=out)
+
+
+def redact(text: str) -> str:
+    try:
+        from dataio.redact import redact as _redact
+    except ImportError:
+        return text
+    return _redact(text)
+
+
+# --- the pipeline ------------------------------------------------------------------------------
+
+def build(pipeline: beam.Pipeline, job: Job, *, storage=None):
+    """Wire the job into ``pipeline``; returns the PCollection of ShardResult."""
+    io = job.options.view_as(opts.InputOutputOptions)
+    seg = job.options.view_as(opts.SegmentationOptions)
+    todo = job.to_process
+    shards_of_stem: dict[str, list[str]] = {}
+    for s in todo:
+        shards_of_stem.setdefault(s.stem, []).append(s.shard)
+    items = (pipeline | "PlanItems" >> beam.Create(job.items()) | "Distribute" >> beam.Reshuffle())
+    read = items | "ReadDocuments" >> docs.ReadDocuments(
+        job.config.keys, id_key=seg.id_key, on_bad_record=io.on_bad_record,
+        max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage)
+    failed = (read[docs.FAILED_TAG]
+              | "FailedShards" >> beam.FlatMap(
+                  lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
+                  by_stem=shards_of_stem))
+    planned = pipeline | "PlannedShards" >> beam.Create([(s.shard, s.fingerprint) for s in todo])
+    tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
+        job.spec, job.config, storage=storage)
+    results = tokens | "WriteShards" >> sink.WriteShards(
+        job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage)
+    read[docs.ERRORS_TAG] | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage)
+    return results
+
+
+def _prepare_output(job: Job) -> None:
+    io = job.options.view_as(opts.InputOutputOptions)
+    for s in job.to_process:
+        if io.overwrite:
+            fsutil.remove(sink.commit_record_path(job.output, s.shard))
+        fsutil.remove(sink.failure_record_path(job.output, s.shard))
+    for stem in {s.stem for s in job.to_process}:
+        fsutil.remove(fsutil.join(job.output, sink.ERRORS_DIR, stem + ".jsonl"))
+
+
+def _count_errors(output: str, stems) -> int:
+    total = 0
+    for stem in stems:
+        path = fsutil.join(output, sink.ERRORS_DIR, stem + ".jsonl")
+        if fsutil.exists(path):
+            total += fsutil.read_bytes(path).count(b"\n")
+    return total
+
+
+def _versions(job: Job) -> dict:
+    def version(dist):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    return {"tokenbeam": version("tokenbeam"), "apache-beam": beam.__version__,
+            "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"]}
+
+
+def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict) -> dict:
+    shards = []
+    for s in job.shards:
+        record = sink.read_commit_record(job.output, s.shard) or {}
+        shards.append({"shard": s.shard, "input": s.input.path, "key": s.key,
+                       "name": record.get("name"), "documents": record.get("documents"),
+                       "sequences": record.get("sequences"), "tokens": record.get("tokens"),
+                       "status": results.get(s.shard, "skipped" if s.skip else "missing")})
+    committed = [x for x in shards if x["name"]]
+    meta = {
+        "tokenizer": job.tokenizer,
+        "dtype": job.dtype.name,
+        "level": job.config.level,
+        "versions": _versions(job),
+        "inputs": [{"path": redact(f.path), "size": f.size, "version": f.version}
+                   for f in job.files],
+        "shards": shards,
+        "totals": {"shards": len(committed),
+                   "documents": sum(x["documents"] for x in committed),
+                   "sequences": sum(x["sequences"] for x in committed),
+                   "tokens": sum(x["tokens"] for x in committed)},
+        "options": [redact(a) for a in argv],
+        "started": started,
+        "finished": finished,
+    }
+    fsutil.write_bytes_atomic(fsutil.join(job.output, "metadata.json"),
+                              json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
+    return meta
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=sys.stdout) -> None:
+    written = [r for r in results if r.failed is None]
+    docs_ = sum(r.counts.documents for r in written)
+    toks = sum(r.counts.tokens for r in written)
+    mb = sum(r.counts.num_bytes for r in written) / 2**20
+    skipped = sum(1 for s in job.shards if s.skip)
+    rows = [("shards written", f"{len(written)}"), ("shards skipped", f"{skipped}"),
+            ("shards failed", f"{len(results) - len(written)}"), ("documents", f"{docs_:,}"),
+            ("tokens", f"{toks:,}"), ("input MB", f"{mb:.2f}"), ("seconds", f"{seconds:.1f}"),
+            ("MB/s", f"{mb / seconds:.2f}" if seconds else "-"),
+            ("tokens/s", f"{toks / seconds:,.0f}" if seconds else "-"),
+            ("bad records", f"{bad_records}")]
+    width = max(len(k) for k, _ in rows)
+    print("summary", file=out)
+    for k, v in rows:
+        print(f"  {k:<{width}}  {v:>14}", file=out)
+    for r in written:
+        print(f"  committed {r.name}", file=out)
+
+
+def execute(job: Job, argv) -> int:
+    """Run the job to completion; returns the exit status."""
+    started, t0 = _now(), time.monotonic()
+    for s in job.shards:
+        if s.skip:
+            print(f"skip {s.shard}: {s.reason}", flush=True)
+    results: list[sink.ShardResult] = []
+    if job.to_process:
+        _prepare_output(job)
+        with beam.Pipeline(options=job.options) as pipeline:
+            build(pipeline, job)
+        # The results travel through the commit and failure records, not back through Beam, so
+        # the same code reads them whatever the runner.
+        for s in job.to_process:
+            record = sink.read_commit_record(job.output, s.shard)
+            failure = None
+            if fsutil.exists(sink.failure_record_path(job.output, s.shard)):
+                failure = json.loads(fsutil.read_bytes(sink.failure_record_path(job.output, s.shard)))
+            if failure is not None or record is None or record.get("fingerprint") != s.fingerprint:
+                reason = failure["reason"] if failure else "no commit record after the run"
+                results.append(sink.ShardResult(s.shard, None, sink.ShardCounts(), failed=reason))
+            else:
+                results.append(sink.ShardResult(s.shard, record["name"], sink.ShardCounts(
+                    record["documents"], record["sequences"], record["tokens"],
+                    record.get("input_bytes", 0))))
+        fsutil.remove_tree(fsutil.join(job.output, sink.TEMPORARY_DIR))
+    seconds = time.monotonic() - t0
+    bad = _count_errors(job.output, {s.stem for s in job.to_process})
+    status = {r.shard: ("failed" if r.failed else "written") for r in results}
+    write_metadata(job, argv=argv, started=started, finished=_now(), results=status)
+    _summary(job, results, seconds=seconds, bad_records=bad)
+    failed = [r for r in results if r.failed]
+    for r in failed:
+        print(f"FAILED {r.shard}: {r.failed}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def run(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in argv or "--help" in argv:
+        opts.help_parser("python -m pipelines.tokenize").print_help()
+        return 0
+    try:
+        options = opts.parse(argv)
+        job = plan(options)
+    except (opts.OptionsError, tk.TokenizerConfigError, readers.InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if options.view_as(opts.InputOutputOptions).plan_only:
+        print_plan(job)
+        return 0
+    return execute(job, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(run())

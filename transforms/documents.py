@@ -1,0 +1,232 @@
+"""Records -> documents: parsing, bad-record routing, and the ``ReadDocuments`` transform.
+
+A record's value for a JSON key is a string (one text) or a list of strings (pre-split
+sentences, as Megatron accepts). A record that is bad for *any* requested key is left out of
+every key's shard, so the shards of different keys of one input stay aligned document by
+document. Bad records: not JSON, a blank line, not an object, a missing key, a value that is not
+a string (or list of strings), invalid UTF-8, a lone surrogate escape (not encodable as UTF-8,
+which the tokenizers reject).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Iterator, Sequence
+
+import apache_beam as beam
+import orjson
+
+from dataio import readers
+
+ERRORS_TAG = "errors"
+FAILED_TAG = "failed"
+_SNIPPET = 200
+
+
+class BadRecord(ValueError):
+    """A record that cannot be used; ``str(exc)`` is the reason."""
+
+
+def _check_text(value, key: str) -> str | list[str]:
+    """The value itself (a string or a list of strings) once it is known to be usable."""
+    if isinstance(value, str):
+        texts = [value]
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        texts = value
+    elif value is None:
+        raise BadRecord(f"key {key!r} is missing or null")
+    else:
+        raise BadRecord(f"value of key {key!r} is not a string or list of strings "
+                        f"(got {type(value).__name__})")
+    for t in texts:
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise BadRecord(f"value of key {key!r} holds a lone surrogate escape "
+                            f"(\\u{ord(t[exc.start]):04x}), which is not valid Unicode text") from None
+    return value
+
+
+def parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[str]]:
+    """The value (string or list of strings) of each key in one JSONL line; raises BadRecord."""
+    if not line.strip():
+        raise BadRecord("blank line")
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        # orjson is stricter than the JSON Megatron reads (huge integers, NaN): retry with the
+        # standard library before calling the line bad.
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as uexc:
+            raise BadRecord(f"invalid UTF-8 at byte {uexc.start} of the line") from None
+        except ValueError:
+            raise BadRecord(f"not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise BadRecord(f"a JSON {type(obj).__name__}, not an object")
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        raise BadRecord(f"missing key {missing[0]!r} (keys present: "
+                        f"{', '.join(sorted(obj)[:10]) or 'none'}); set --json-keys")
+    return {k: _check_text(obj[k], k) for k in keys}
+
+
+def snippet(data) -> str:
+    if isinstance(data, bytes):
+        return data[:_SNIPPET * 4].decode("utf-8", errors="replace")[:_SNIPPET]
+    return json.dumps(data, ensure_ascii=False, default=str)[:_SNIPPET]
+
+
+@dataclasses.dataclass
+class DocumentBatch:
+    """Consecutive good documents of one work item. ``texts[key][i]`` = document i's value: a
+    string, or a list of strings (pre-split sentences)."""
+
+    stem: str
+    item: int
+    batch: int
+    texts: dict[str, list[str | list[str]]]
+    ids: list[str | None]  # document ids (for holdout), None where there is none
+    num_bytes: int
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclasses.dataclass(frozen=True)
+class BadRecordReport:
+    file: str
+    line: int | None
+    offset: int
+    reason: str
+    snippet: str
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class FailedShard:
+    stem: str
+    reason: str
+
+
+class _Batcher:
+    def __init__(self, item: readers.WorkItem, keys, *, max_docs: int, max_bytes: int):
+        self.item, self.keys, self.max_docs, self.max_bytes = item, keys, max_docs, max_bytes
+        self.number = 0
+        self._reset()
+
+    def _reset(self):
+        self.texts = {k: [] for k in self.keys}
+        self.ids, self.num_bytes = [], 0
+
+    def add(self, texts: dict[str, list[str]], doc_id, num_bytes: int) -> DocumentBatch | None:
+        for k in self.keys:
+            self.texts[k].append(texts[k])
+        self.ids.append(doc_id)
+        self.num_bytes += num_bytes
+        if len(self.ids) >= self.max_docs or self.num_bytes >= self.max_bytes:
+            return self.flush()
+        return None
+
+    def flush(self) -> DocumentBatch | None:
+        if not self.ids:
+            return None
+        batch = DocumentBatch(self.item.stem, self.item.index, self.number, self.texts, self.ids,
+                              self.num_bytes)
+        self.number += 1
+        self._reset()
+        return batch
+
+
+def read_documents(item: readers.WorkItem, keys: Sequence[str], *, id_key: str | None = None,
+                   max_docs: int = 2048, max_bytes: int = 8 << 20) -> Iterator:
+    """Yield DocumentBatch for good records and BadRecordReport for bad ones, in input order."""
+    batcher = _Batcher(item, keys, max_docs=max_docs, max_bytes=max_bytes)
+    if item.format == "parquet":
+        columns = list(dict.fromkeys([*keys, *([id_key] if id_key else [])]))
+        for first_row, values in readers.read_parquet(item, columns):
+            n = len(values[columns[0]]) if columns else 0
+            for r in range(n):
+                row = {c: values[c][r] for c in columns}
+                try:
+                    missing = [k for k in keys if row[k] is None]
+                    if missing:
+                        raise BadRecord(f"key {missing[0]!r} is missing or null")
+                    texts = {k: _check_text(row[k], k) for k in keys}
+                except BadRecord as exc:
+                    yield BadRecordReport(item.path, first_row + r + 1, first_row + r, str(exc),
+                                          snippet(row))
+                    continue
+                doc_id = str(row[id_key]) if id_key and row.get(id_key) is not None else None
+                size = sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in texts.values())
+                if (batch := batcher.add(texts, doc_id, size)) is not None:
+                    yield batch
+    else:
+        parse_keys = list(keys)
+        for rec in readers.read_jsonl(item):
+            try:
+                texts = parse_json_line(rec.data, parse_keys)
+            except BadRecord as exc:
+                line = rec.line if rec.line is not None else readers.line_number_at(item.path,
+                                                                                      rec.offset)
+                yield BadRecordReport(item.path, line, rec.offset, str(exc), snippet(rec.data))
+                continue
+            doc_id = None
+            if id_key:
+                doc_id = _json_id(rec.data, id_key)
+            if (batch := batcher.add(texts, doc_id, len(rec.data) + 1)) is not None:
+                yield batch
+    if (batch := batcher.flush()) is not None:
+        yield batch
+
+
+def _json_id(line: bytes, id_key: str) -> str | None:
+    try:
+        value = orjson.loads(line).get(id_key)
+    except orjson.JSONDecodeError:
+        value = json.loads(line.decode("utf-8")).get(id_key)
+    return None if value is None else str(value)
+
+
+class _ReadDocumentsFn(beam.DoFn):
+    def __init__(self, keys, *, id_key, on_bad_record, max_docs, max_bytes, storage):
+        self._keys, self._id_key, self._on_bad = list(keys), id_key, on_bad_record
+        self._max_docs, self._max_bytes = max_docs, max_bytes
+        self._storage = storage
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, item: readers.WorkItem):
+        try:
+            for out in read_documents(item, self._keys, id_key=self._id_key,
+                                      max_docs=self._max_docs, max_bytes=self._max_bytes):
+                if isinstance(out, BadRecordReport):
+                    if self._on_bad == "fail":
+                        raise BadRecord(f"{out.file}:{out.line}: {out.reason} (byte offset "
+                                        f"{out.offset}); use --on-bad-record skip to leave bad "
+                                        "records out and list them in _errors/")
+                    yield beam.pvalue.TaggedOutput(ERRORS_TAG, (item.stem, out))
+                else:
+                    yield out
+        except (readers.CorruptFileError, OSError) as exc:
+            yield beam.pvalue.TaggedOutput(FAILED_TAG, FailedShard(item.stem, str(exc)))
+
+
+class ReadDocuments(beam.PTransform):
+    """WorkItems -> DocumentBatch (main), (stem, BadRecordReport) ('errors'),
+    FailedShard ('failed': a file that could not be read)."""
+
+    def __init__(self, keys, *, id_key=None, on_bad_record="skip", max_docs=2048,
+                 max_bytes=8 << 20, storage=None):
+        super().__init__()
+        self._fn = _ReadDocumentsFn(keys, id_key=id_key, on_bad_record=on_bad_record,
+                                    max_docs=max_docs, max_bytes=max_bytes, storage=storage)
+
+    def expand(self, items):
+        return items | "Read" >> beam.ParDo(self._fn).with_outputs(ERRORS_TAG, FAILED_TAG,
+                                                                   main="documents")

@@ -1,0 +1,277 @@
+"""Tokenizers as Megatron-LM's ``tools/preprocess_data.py`` uses them, behind one batch interface.
+
+A :class:`TokenizerSpec` is the picklable description (kind + file paths + switches) that travels
+with the pipeline; :func:`load_tokenizer` builds the heavy object on a worker. Every tokenizer
+encodes a *batch* of texts into one flat id array plus per-text lengths, which is what the
+shard writer consumes, so no per-token Python objects survive past the tokenizer call.
+
+Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
+
+- HuggingFaceTokenizer: ``tokenizer.json`` (a file, or a folder holding one). Ids are
+  ``encode(text, add_special_tokens=False)`` unless ``add_special_tokens``; vocab size is
+  ``len(tokenizer)`` including added tokens; the EOD id is ``eos_token`` of the
+  ``tokenizer_config.json`` beside it (else the tokenizer's own post-processor/config has none).
+- SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer: a ``.model``; ids of
+  ``encode(text)``; BOS is prepended only with ``add_special_tokens`` (Megatron's new tokenizer
+  system adds none); EOD = the model's eos id; vocab size = piece count.
+- GPT2BPETokenizer: ``vocab.json`` + ``merges.txt`` run as byte-level BPE with GPT-2's
+  pre-tokenizer; EOD = id of ``<|endoftext|>``; vocab size = size of vocab.json (50257 for GPT-2).
+- NullTokenizer: whitespace-separated integers, vocab size from ``vocab_size``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Sequence
+
+import numpy as np
+
+from dataio import fs as fsutil
+
+HF_KINDS = ("HuggingFaceTokenizer",)
+SP_KINDS = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
+GPT2_KINDS = ("GPT2BPETokenizer",)
+NULL_KINDS = ("NullTokenizer",)
+KINDS = HF_KINDS + SP_KINDS + GPT2_KINDS + NULL_KINDS
+# NeMo's --tokenizer-library names, accepted as aliases of Megatron's --tokenizer-type.
+LIBRARY_ALIASES = {"huggingface": "HuggingFaceTokenizer", "sentencepiece": "SentencePieceTokenizer",
+                   "megatron": "GPT2BPETokenizer"}
+
+
+class TokenizerConfigError(ValueError):
+    """A tokenizer that cannot be built as configured; the message names the flag and fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TokenizerSpec:
+    kind: str
+    model: str | None = None
+    vocab_file: str | None = None
+    merge_file: str | None = None
+    add_special_tokens: bool = False
+    eod_id: int | None = None  # explicit override
+    vocab_size: int | None = None  # NullTokenizer only
+    backend: str = "reference"
+
+    def files(self) -> list[str]:
+        """The files that define this tokenizer (hashed into metadata and resume keys)."""
+        if self.kind in HF_KINDS:
+            folder = hf_folder(self.model)
+            names = [os.path.join(folder, n) for n in ("tokenizer.json", "tokenizer_config.json",
+                                                       "special_tokens_map.json")]
+            return [n for n in names if fsutil.exists(n)]
+        if self.kind in SP_KINDS:
+            return [self.model]
+        if self.kind in GPT2_KINDS:
+            return [self.vocab_file, self.merge_file]
+        return []
+
+
+def resolve_kind(tokenizer_type: str | None, tokenizer_library: str | None) -> str:
+    if tokenizer_type:
+        if tokenizer_type not in KINDS:
+            raise TokenizerConfigError(f"--tokenizer-type {tokenizer_type} is not supported; "
+                                       f"choose one of {', '.join(KINDS)}")
+        return tokenizer_type
+    if tokenizer_library:
+        if tokenizer_library not in LIBRARY_ALIASES:
+            raise TokenizerConfigError(f"--tokenizer-library {tokenizer_library} is not supported; "
+                                       f"choose one of {', '.join(LIBRARY_ALIASES)}")
+        return LIBRARY_ALIASES[tokenizer_library]
+    raise TokenizerConfigError("no tokenizer: give --tokenizer-type (e.g. HuggingFaceTokenizer) "
+                               "and --tokenizer-model")
+
+
+def hf_folder(model: str | None) -> str:
+    if not model:
+        raise TokenizerConfigError("HuggingFaceTokenizer needs --tokenizer-model: a tokenizer.json "
+                                   "file or a folder holding one (no hub downloads)")
+    if model.endswith(".json"):
+        return os.path.dirname(model) or "."
+    return model
+
+
+def file_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with fsutil.open_file(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_text(path: str) -> str:
+    with fsutil.open_file(path, "rb") as f:
+        return f.read().decode("utf-8")
+
+
+class Tokenizer:
+    """The batch interface every backend implements."""
+
+    name = "reference"
+    library = ""
+    library_version = ""
+    vocab_size: int
+    eod: int | None
+    bos: int | None = None
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of every text, concatenated, and each text's id count."""
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        raise NotImplementedError
+
+
+def _flatten(id_lists) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
+    if not lengths.sum():
+        return np.empty(0, dtype=np.int64), lengths
+    flat = np.fromiter((i for ids in id_lists for i in ids), dtype=np.int64, count=int(lengths.sum()))
+    return flat, lengths
+
+
+class HuggingFaceTokenizer(Tokenizer):
+    library = "tokenizers"
+
+    def __init__(self, spec: TokenizerSpec):
+        import tokenizers
+
+        folder = hf_folder(spec.model)
+        path = spec.model if spec.model.endswith(".json") else os.path.join(folder, "tokenizer.json")
+        if not fsutil.exists(path):
+            raise TokenizerConfigError(f"--tokenizer-model {spec.model}: no tokenizer.json there "
+                                       "(only local or fsspec files are read; nothing is "
+                                       "downloaded from a hub)")
+        self._tok = tokenizers.Tokenizer.from_str(_read_text(path))
+        self.library_version = tokenizers.__version__
+        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
+        self._special = spec.add_special_tokens
+        config = self._config(folder)
+        self.eod = self._token_id(config.get("eos_token"))
+        self.bos = self._token_id(config.get("bos_token"))
+
+    @staticmethod
+    def _config(folder: str) -> dict:
+        path = os.path.join(folder, "tokenizer_config.json")
+        if not fsutil.exists(path):
+            return {}
+        return json.loads(_read_text(path))
+
+    def _token_id(self, token) -> int | None:
+        if isinstance(token, dict):
+            token = token.get("content")
+        return self._tok.token_to_id(token) if token else None
+
+    @property
+    def backend(self):
+        return self._tok
+
+    def encode_batch(self, texts):
+        encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=self._special) \
+            if hasattr(self._tok, "encode_batch_fast") else \
+            self._tok.encode_batch(list(texts), add_special_tokens=self._special)
+        return _flatten([e.ids for e in encodings])
+
+    def decode(self, ids):
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+class SentencePieceTokenizer(Tokenizer):
+    library = "sentencepiece"
+
+    def __init__(self, spec: TokenizerSpec):
+        import sentencepiece
+
+        if not spec.model:
+            raise TokenizerConfigError(f"{spec.kind} needs --tokenizer-model pointing at a .model")
+        with fsutil.open_file(spec.model, "rb") as f:
+            self._sp = sentencepiece.SentencePieceProcessor(model_proto=f.read())
+        self.library_version = sentencepiece.__version__
+        self.vocab_size = self._sp.get_piece_size()
+        self.eod = self._sp.eos_id() if self._sp.eos_id() >= 0 else None
+        self.bos = self._sp.bos_id() if self._sp.bos_id() >= 0 else None
+        self._prepend_bos = spec.add_special_tokens and self.bos is not None
+
+    def encode_batch(self, texts):
+        id_lists = self._sp.encode(list(texts))
+        if self._prepend_bos:
+            id_lists = [[self.bos, *ids] for ids in id_lists]
+        return _flatten(id_lists)
+
+    def decode(self, ids):
+        return self._sp.decode([int(i) for i in ids])
+
+
+class GPT2BPETokenizer(HuggingFaceTokenizer):
+    """GPT-2's vocab.json + merges.txt as byte-level BPE (GPT-2's regex pre-tokenizer)."""
+
+    def __init__(self, spec: TokenizerSpec):  # noqa: super().__init__ reads a tokenizer.json
+        import tokenizers
+        from tokenizers import decoders, models, pre_tokenizers
+
+        if not (spec.vocab_file and spec.merge_file):
+            raise TokenizerConfigError("GPT2BPETokenizer needs --vocab-file (vocab.json) and "
+                                       "--merge-file (merges.txt)")
+        vocab = json.loads(_read_text(spec.vocab_file))
+        merges = [tuple(line.split(" ")) for line in _read_text(spec.merge_file).splitlines()
+                  if line and not line.startswith("#version")]
+        tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        self._tok = tok
+        self.library_version = tokenizers.__version__
+        self.vocab_size = len(vocab)
+        self._special = False
+        self.eod = vocab.get("<|endoftext|>")
+        self.bos = None
+
+
+class NullTokenizer(Tokenizer):
+    library = "builtin"
+
+    def __init__(self, spec: TokenizerSpec):
+        if spec.vocab_size is None:
+            raise TokenizerConfigError("NullTokenizer needs --vocab-size")
+        self.vocab_size = spec.vocab_size
+        self.eod = spec.vocab_size - 1
+
+    def encode_batch(self, texts):
+        return _flatten([[int(t) for t in text.split()] for text in texts])
+
+    def decode(self, ids):
+        return " ".join(str(int(i)) for i in ids)
+
+
+def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
+    """Build the tokenizer (on a worker: call from ``DoFn.setup``)."""
+    if spec.kind in HF_KINDS:
+        tok = HuggingFaceTokenizer(spec)
+    elif spec.kind in SP_KINDS:
+        tok = SentencePieceTokenizer(spec)
+    elif spec.kind in GPT2_KINDS:
+        tok = GPT2BPETokenizer(spec)
+    elif spec.kind in NULL_KINDS:
+        tok = NullTokenizer(spec)
+    else:
+        raise TokenizerConfigError(f"unknown tokenizer kind {spec.kind}")
+    if spec.eod_id is not None:
+        tok.eod = spec.eod_id
+    return tok
+
+
+def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
+    """The tokenizer's entry in metadata.json (and part of every shard's resume key)."""
+    return {
+        "kind": spec.kind,
+        "model": spec.model,
+        "files": [{"path": p, "sha256": file_digest(p)} for p in spec.files()],
+        "vocab_size": tok.vocab_size,
+        "eod_id": tok.eod,
+        "add_special_tokens": spec.add_special_tokens,
+        "backend": tok.name,
+        "library": tok.library,
+        "library_version": tok.library_version,
+    }
