@@ -1,0 +1,129 @@
+"""``python -m pipelines.merge --input GLOB [--input GLOB ...] --output PREFIX``: one dataset from many.
+
+Concatenates Megatron datasets, streaming (:func:`dataio.indexed.merge`: the ``.bin`` is copied
+in chunks and the index arrays are spilled, so memory does not grow with the data).
+
+- Order: the matched datasets in natural order of their full paths (``split_2`` before
+  ``split_10``; with zero-padded numbers that is plain sorted order), each dataset once, so the
+  same inputs always give the same bytes.
+- Before anything is written: every input's header is read, the dtypes must agree (else nothing
+  is written and the differing files are named), the counts are summed, and the output must not
+  exist (``--overwrite`` replaces it) nor be one of the inputs.
+- Output name: ``PREFIX_dc=N_sc=N_tc=N`` (the summed counts). A PREFIX that already ends in
+  counts is used as it is after checking they are the sums (a mismatch is an error);
+  ``--no-counts`` writes exactly PREFIX.
+- Nothing half-written: the writer uses temporary names and renames ``.bin`` then ``.idx`` at the
+  end; a failure removes the temporary files and leaves no final-named file.
+
+Exit status: 0 merged, 1 inputs that cannot be merged (the message names them), 2 bad command
+line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+from dataio import fs as fsutil
+from dataio import indexed, naming
+from pipelines.count import count_dataset
+from pipelines.signature import InputError, expand_inputs
+
+
+class MergeError(ValueError):
+    """The datasets cannot be merged as asked; the message names the files and the fix."""
+
+
+def natural_key(path: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
+               overwrite: bool = False) -> tuple[str, indexed.Counts]:
+    """The final output prefix and the counts it will hold; raises :class:`MergeError` for
+    anything that would make the merge fail or surprise."""
+    if not prefixes:
+        raise MergeError("no input datasets")
+    counted = [count_dataset(p) for p in prefixes]
+    dtypes = sorted({str(c.dtype) for c in counted})
+    if len(dtypes) > 1:
+        by_dtype = {d: [c.name for c in counted if str(c.dtype) == d] for d in dtypes}
+        listing = "; ".join(f"{d}: {', '.join(names[:3])}{' ...' if len(names) > 3 else ''}"
+                            for d, names in by_dtype.items())
+        raise MergeError(f"inputs have different dtypes ({listing}); merge each dtype separately "
+                         "or re-tokenize with one tokenizer; nothing was written")
+    total = indexed.Counts(sum(c.documents for c in counted), sum(c.sequences for c in counted),
+                           sum(c.tokens for c in counted))
+    named = naming.parse_counts(os.path.basename(output))
+    if not counts_in_name:
+        final = output
+    elif named is not None:
+        if named != (total.documents, total.sequences, total.tokens):
+            raise MergeError(f"--output {output} says dc={named[0]} sc={named[1]} tc={named[2]} "
+                             f"but the inputs hold dc={total.documents} sc={total.sequences} "
+                             f"tc={total.tokens}; drop the counts from --output to have them "
+                             "added")
+        final = output
+    else:
+        final = naming.with_counts(output, total.documents, total.sequences, total.tokens)
+    if final in prefixes:
+        raise MergeError(f"the output {final} is also an input; choose another --output")
+    if not overwrite:
+        existing = [p for p in (indexed.bin_path(final), indexed.idx_path(final))
+                    if fsutil.exists(p)]
+        if existing:
+            raise MergeError(f"{existing[0]} already exists; pass --overwrite to replace it")
+    return final, total
+
+
+def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = True,
+                   overwrite: bool = False) -> tuple[str, indexed.Counts]:
+    """Merge ``prefixes`` (in natural order) into ``output``; returns the final prefix and its
+    counts."""
+    ordered = sorted(dict.fromkeys(prefixes), key=natural_key)
+    final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
+                              overwrite=overwrite)
+    header = indexed.merge(ordered, final)
+    if (header.document_count, header.sequence_count) != (total.documents, total.sequences):
+        raise MergeError(f"{final}: wrote {header.document_count} documents and "
+                         f"{header.sequence_count} sequences, expected {total.documents} and "
+                         f"{total.sequences}; an input changed during the merge?")
+    return final, total
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.merge", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", action="append", required=True, metavar="GLOB",
+                        help="datasets: glob, folder, .bin/.idx file or prefix; repeatable")
+    parser.add_argument("--output", required=True, metavar="PREFIX",
+                        help="output prefix (local or URL); counts are appended unless it "
+                             "already ends in them")
+    parser.add_argument("--no-counts", action="store_true",
+                        help="write exactly PREFIX, without _dc=_sc=_tc=")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    return parser
+
+
+def run(argv=None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    output = indexed.prefix_of(args.output)
+    try:
+        prefixes = expand_inputs(args.input)
+        final, total = merge_datasets(prefixes, output, counts_in_name=not args.no_counts,
+                                      overwrite=args.overwrite)
+    except (InputError, MergeError, indexed.FormatError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"merged {len(prefixes)} datasets -> {final} (documents={total.documents} "
+          f"sequences={total.sequences} tokens={total.tokens})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
