@@ -1,0 +1,198 @@
+"""``python -m pipelines.inspect PATH``: show what a tokenize output holds.
+
+PATH is a tokenize output folder (its datasets in name order; ``--split holdout`` for its
+``holdout/`` subfolder), a dataset prefix, or a ``.bin``/``.idx`` file; local or an fsspec URL.
+Prints one line per dataset (documents, sequences, tokens, dtype), the totals, the vocabulary size
+from ``metadata.json``, document length percentiles over the non-empty documents, and with
+``--decode N`` the first N documents decoded by the tokenizer given in ``--tokenizer-model`` (a
+HuggingFace folder or ``tokenizer.json``, or a SentencePiece ``.model``). ``--plot FILE`` writes a
+histogram of document lengths as a PNG (needs matplotlib: ``pip install tokenbeam[plot]``).
+Reads only the ``.idx`` files, plus the tokens of the documents it decodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Callable
+
+import numpy as np
+
+from dataio import dataset as dsmod
+from dataio import fs as fsutil
+
+PERCENTILES = (10, 50, 90, 99)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardStats:
+    name: str
+    documents: int
+    sequences: int
+    tokens: int
+    dtype: str
+
+
+def shard_stats(shard: dsmod.Shard) -> ShardStats:
+    return ShardStats(shard.name, shard.document_count, shard.sequence_count, shard.token_count,
+                      str(shard.dtype))
+
+
+def length_summary(lengths: np.ndarray) -> dict[str, float]:
+    """min, percentiles, max and mean of ``lengths`` (empty dict when there are none)."""
+    if lengths.size == 0:
+        return {}
+    summary = {"min": float(lengths.min())}
+    values = np.percentile(lengths, PERCENTILES)
+    summary.update({f"p{p}": float(v) for p, v in zip(PERCENTILES, values)})
+    summary.update(max=float(lengths.max()), mean=float(lengths.mean()))
+    return summary
+
+
+def format_table(stats: list[ShardStats]) -> list[str]:
+    total = ShardStats(f"total ({len(stats)} dataset{'s' * (len(stats) != 1)})",
+                       sum(s.documents for s in stats), sum(s.sequences for s in stats),
+                       sum(s.tokens for s in stats), ",".join(sorted({s.dtype for s in stats})))
+    width = max(len("dataset"), *(len(s.name) for s in [*stats, total]))
+    line = "{:<{w}}  {:>11}  {:>11}  {:>14}  {}"
+    rows = [line.format("dataset", "documents", "sequences", "tokens", "dtype", w=width)]
+    for s in [*stats, total]:
+        rows.append(line.format(s.name, s.documents, s.sequences, s.tokens, s.dtype, w=width))
+    return rows
+
+
+def load_decoder(model: str) -> Callable[[np.ndarray], str]:
+    """A function from token ids to text for a HuggingFace ``tokenizer.json`` (or a folder
+    holding one) or a SentencePiece ``.model``. Special tokens (EOD) are left out of the text."""
+    path = model
+    if os.path.isdir(path):
+        path = os.path.join(path, "tokenizer.json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"--tokenizer-model {model}: the folder has no tokenizer.json; "
+                                    "pass a HuggingFace tokenizer folder, a tokenizer.json or a "
+                                    "SentencePiece .model")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"--tokenizer-model {model}: no such file or folder")
+    if path.endswith(".json"):
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(path)
+        return lambda ids: tok.decode([int(t) for t in ids], skip_special_tokens=True)
+    if path.endswith(".model"):
+        import sentencepiece as spm
+
+        sp = spm.SentencePieceProcessor(model_file=path)
+        return lambda ids: sp.decode([int(t) for t in ids])
+    raise ValueError(f"--tokenizer-model {model}: expected a folder with tokenizer.json, a "
+                     "tokenizer.json or a SentencePiece .model")
+
+
+def plot_lengths(lengths: np.ndarray, path: str, *, title: str, bins: int = 60) -> None:
+    """A histogram of document lengths (log-spaced bins when they span over two decades)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("--plot needs matplotlib: pip install 'tokenbeam[plot]'") from None
+    matplotlib.use("Agg")  # no display on clusters; must precede pyplot
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    if lengths.size:
+        low, high = max(1, int(lengths.min())), int(lengths.max())
+        log = high / low > 100
+        edges = (np.geomspace(low, high + 1, bins + 1) if log
+                 else np.linspace(low, high + 1, bins + 1))
+        ax.hist(lengths, bins=edges, color="#4878a8", edgecolor="white", linewidth=0.3)
+        if log:
+            ax.set_xscale("log")
+        for p, style in ((50, "--"), (99, ":")):
+            value = float(np.percentile(lengths, p))
+            ax.axvline(value, color="#c44e52", linestyle=style, label=f"p{p} = {value:,.0f}")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no non-empty documents", ha="center", transform=ax.transAxes)
+    ax.set_xlabel("document length (tokens)")
+    ax.set_ylabel("documents")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.inspect", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", metavar="PATH")
+    parser.add_argument("--split", choices=dsmod.SPLIT_NAMES,
+                        help="for a folder: 'holdout' shows its holdout/ subfolder")
+    parser.add_argument("--decode", type=int, default=0, metavar="N",
+                        help="print the first N documents decoded (needs --tokenizer-model)")
+    parser.add_argument("--tokenizer-model", metavar="PATH",
+                        help="HuggingFace tokenizer folder or tokenizer.json, or SentencePiece "
+                             ".model, used by --decode")
+    parser.add_argument("--max-chars", type=int, default=2000, metavar="N",
+                        help="cut each decoded document after N characters (0: no limit)")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="write a histogram of document lengths to this PNG")
+    return parser
+
+
+def run(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.decode < 0:
+        parser.error("--decode N needs N >= 0")
+    if args.decode and not args.tokenizer_model:
+        parser.error("--decode needs --tokenizer-model (a HuggingFace tokenizer folder or "
+                     "tokenizer.json, or a SentencePiece .model)")
+    try:
+        decode = load_decoder(args.tokenizer_model) if args.decode else None
+        prefixes = dsmod.resolve_prefixes(args.path, args.split)
+        shards = [dsmod.Shard(p) for p in prefixes]
+        vocab_size = dsmod.read_vocab_size(prefixes)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    stats = [shard_stats(s) for s in shards]
+    for row in format_table(stats):
+        print(row)
+    print(f"vocab size: {vocab_size if vocab_size is not None else 'unknown (no metadata.json)'}")
+    lengths_all = np.concatenate([s.document_lengths() for s in shards])
+    lengths = lengths_all[lengths_all > 0]
+    print(f"empty documents: {int(lengths_all.size - lengths.size)}")
+    summary = length_summary(lengths)
+    if summary:
+        print("document length (tokens, non-empty documents): "
+              + "  ".join(f"{k} {v:,.1f}" if k == "mean" else f"{k} {v:,.0f}"
+                          for k, v in summary.items()))
+    holdout = fsutil.join(args.path, dsmod.HOLDOUT_DIR)
+    if args.split is None and fsutil.exists(holdout):
+        try:
+            count = len(dsmod.list_prefixes(holdout))
+        except FileNotFoundError:
+            count = 0
+        if count:
+            print(f"{dsmod.HOLDOUT_DIR}/: {count} dataset{'s' * (count != 1)} "
+                  "(show them with --split holdout)")
+
+    if decode is not None:
+        loader = dsmod.TokenDataset(shards, 1, vocab_size=vocab_size)
+        for j in range(min(args.decode, loader.num_documents())):
+            ids = loader.document(j)
+            text = decode(ids)
+            cut = args.max_chars and len(text) > args.max_chars
+            print(f"--- document {j} ({len(ids)} tokens) ---")
+            print(text[:args.max_chars] + " [...]" if cut else text)
+    if args.plot:
+        title = (f"{os.path.basename(args.path.rstrip('/'))}: {lengths.size:,} non-empty documents, "
+                 f"{sum(s.tokens for s in stats):,} tokens")
+        plot_lengths(lengths, args.plot, title=title)
+        print(f"histogram: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
