@@ -27,7 +27,8 @@ setup(
         "pyyaml>=6.0,<7",
     ],
     extras_require={
-        "azure": ["adlfs>=2025.8", "azure-identity>=1.20", "azure-storage-blob>=12.25"],
+        "azure": ["adlfs>=2025.8", "azure-identity>=1.20", "azure-storage-blob>=12.25",
+                  "azure-storage-file-datalake>=12.20"],
         # gigatoken is pre-1.0 and its API still moves between minors: pin the minor we test.
         "fast": ["gigatoken==0.10.*"],
         "sentences": ["pysbd>=0.3.4,<0.4", "nltk>=3.9"],

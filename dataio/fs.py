@@ -4,13 +4,24 @@ Local paths go through the OS directly (memory maps, atomic ``os.replace``); any
 ``scheme://`` goes through fsspec. Per-protocol storage options (credentials) are registered
 once per process with :func:`set_storage_options` (on Beam workers: in ``DoFn.setup``), so they
 are never part of a pickled transform or a logged URL.
+
+Azure URLs (``abfs://``, ``abfss://``, ``az://``, ``https://ACCOUNT.blob.core.windows.net/...``,
+Azurite's path-style ``http://HOST:PORT/devstoreaccount1/...``) are resolved by
+:mod:`dataio.azure`: one filesystem per account and credential, path ``container/blob``.
+
+Storage primitives for commit protocols (same behaviour on local disk and object stores):
+:func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
+containers, the target complete whenever it exists), :func:`put_atomic` (a small object appears
+whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`, :func:`remove` and
+:func:`remove_temporaries`.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from typing import Any
+import tempfile
+from typing import Any, Callable
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -32,10 +43,21 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
+def _azure(path: str):
+    """dataio.azure when ``path`` is an Azure URL (imported only then: adlfs is an extra)."""
+    if "://" not in path or path.startswith("file://"):
+        return None
+    from dataio import azure
+    return azure if azure.is_azure_url(path) else None
+
+
 def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem of ``path`` and the path as that filesystem names it."""
     if is_local(path):
         return _LOCAL, os.path.abspath(path.removeprefix("file://"))
+    azure = _azure(path)
+    if azure is not None:
+        return azure.filesystem_and_path(path)
     protocol = path.split("://", 1)[0]
     fs, inner = fsspec.core.url_to_fs(path, **storage_options(protocol))
     return fs, inner
@@ -65,8 +87,12 @@ def replace(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
     """Move ``source`` to ``target``, replacing it (atomic on local disk)."""
     if isinstance(fs, LocalFileSystem):
         os.replace(source, target)
-    else:
-        fs.mv(source, target)
+        return
+    if type(fs).__name__ == "AzureBlobFileSystem":
+        from dataio import azure
+        azure.replace(fs, source, target)
+        return
+    fs.mv(source, target)
 
 
 def map_or_read(path: str):
@@ -85,7 +111,8 @@ def map_or_read(path: str):
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
-    return "/".join([base.rstrip("/"), *parts])
+    head, sep, query = base.partition("?")   # a SAS query stays at the end of the URL
+    return "/".join([head.rstrip("/"), *parts]) + sep + query
 
 
 def glob(pattern: str) -> list[str]:
@@ -93,8 +120,104 @@ def glob(pattern: str) -> list[str]:
     fs, inner = filesystem_and_path(pattern)
     if is_local(pattern):
         return sorted(fs.glob(inner))
+    azure = _azure(pattern)
+    if azure is not None:
+        return sorted(azure.url_like(pattern, p) for p in fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
     return sorted(f"{protocol}://{p}" for p in fs.glob(inner))
+
+
+def url_of(base: str, inner: str) -> str:
+    """The URL, in ``base``'s form, of a path ``inner`` as ``base``'s filesystem names it
+    (e.g. an entry of ``fs.ls``/``fs.find``)."""
+    if is_local(base):
+        return inner
+    azure = _azure(base)
+    if azure is not None:
+        return azure.url_like(base, inner)
+    return f"{base.split('://', 1)[0]}://{inner}"
+
+
+# -- primitives for commit protocols -----------------------------------------------------------
+
+
+def info(path: str) -> dict[str, Any]:
+    """``{"size": int, "etag": str | None, "mtime": float | None}`` of a file. Object stores give
+    an etag (changes with every write); local files give mtime (and no etag)."""
+    fs, inner = filesystem_and_path(path)
+    raw = fs.info(inner)
+    if raw.get("type") == "directory":
+        raise IsADirectoryError(path)
+    mtime = raw.get("mtime")
+    modified = raw.get("last_modified") or raw.get("LastModified")
+    if mtime is None and modified is not None:
+        mtime = modified.timestamp() if hasattr(modified, "timestamp") else None
+    etag = raw.get("etag") or raw.get("ETag")
+    return {"size": int(raw.get("size") or 0), "etag": etag.strip('"') if etag else None,
+            "mtime": float(mtime) if mtime is not None else None}
+
+
+def put_atomic(path: str, data: bytes) -> None:
+    """Write a small object so that readers see the old content or all of ``data``, never a
+    part (local: temporary file + fsync + rename; object stores: one single-request upload)."""
+    if is_local(path):
+        local = os.path.abspath(path.removeprefix("file://"))
+        folder = os.path.dirname(local)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(local) + ".")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, local)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return
+    fs, inner = filesystem_and_path(path)
+    fs.pipe_file(inner, bytes(data))
+
+
+def list_files(folder: str) -> list[str]:
+    """Files directly in ``folder`` as URLs in ``folder``'s form, sorted; [] if it is absent."""
+    fs, inner = filesystem_and_path(folder)
+    try:
+        entries = fs.ls(inner, detail=True)
+    except FileNotFoundError:
+        return []
+    names = [e["name"] for e in entries if e.get("type") != "directory"]
+    if is_local(folder):
+        return sorted(names)
+    base = folder.split("?", 1)[0].rstrip("/")
+    return sorted(join(base, os.path.basename(n.rstrip("/"))) for n in names)
+
+
+def remove(path: str, *, missing_ok: bool = True) -> None:
+    fs, inner = filesystem_and_path(path)
+    try:
+        fs.rm_file(inner)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+
+
+def remove_temporaries(folder: str, *, is_temporary: Callable[[str], bool]) -> list[str]:
+    """Delete every file under ``folder`` (recursively) whose name ``is_temporary`` accepts
+    (e.g. ``dataio.indexed.is_temporary_name``); returns the deleted paths' URLs."""
+    fs, inner = filesystem_and_path(folder)
+    try:
+        found = fs.find(inner)
+    except FileNotFoundError:
+        return []
+    doomed = [p for p in found if is_temporary(p)]
+    for p in doomed:
+        try:
+            fs.rm_file(p)
+        except FileNotFoundError:
+            pass
+    return [url_of(folder, p) for p in doomed]
 
 
 def read_bytes(path: str) -> bytes:
