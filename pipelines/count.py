@@ -145,8 +145,7 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
     for pattern in patterns:
         for match in fsutil.glob(pattern):
             fs, inner = fsutil.filesystem_and_path(match)
-            paths = [fsutil.join(match, os.path.basename(n)) for n in fs.ls(inner, detail=False)] \
-                if fs.isdir(inner) else [match]
+            paths = fsutil.list_files(match) if fs.isdir(inner) else [match]
             for path in paths:
                 if indexed.is_temporary_name(path) or not path.endswith((".bin", ".idx")):
                     continue

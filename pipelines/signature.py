@@ -41,14 +41,11 @@ def list_datasets(directory: str, *, skip_incomplete: bool = False) -> list[str]
         raise InputError(f"{directory} is not a folder; give the folder that holds the .bin/.idx "
                          "files")
     suffixes: dict[str, set[str]] = {}
-    for name in fs.ls(inner, detail=False):
-        base = os.path.basename(name.rstrip("/"))
-        if base.endswith((".bin", ".idx")) and not indexed.is_temporary_name(base):
-            suffixes.setdefault(base[:-4], set()).add(base[-4:])
-    root = directory.rstrip("/") if not fsutil.is_local(directory) else directory
+    for path in fsutil.list_files(directory):
+        if path.endswith((".bin", ".idx")) and not indexed.is_temporary_name(path):
+            suffixes.setdefault(path[:-4], set()).add(path[-4:])
     prefixes = []
-    for base, found in sorted(suffixes.items()):
-        prefix = fsutil.join(root, base)
+    for prefix, found in sorted(suffixes.items()):
         if len(found) == 2:
             prefixes.append(prefix)
         elif skip_incomplete:
@@ -105,17 +102,11 @@ def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
 
 
 def write_text(path: str, text: str) -> None:
-    """Write a small text file; local files appear whole (temporary name, then rename)."""
+    """Write a small text file whole (readers never see a part of it); ``-`` is stdout."""
     if path == "-":
         sys.stdout.write(text)
         return
-    fs, inner = fsutil.filesystem_and_path(path)
-    fsutil.makedirs(fs, os.path.dirname(inner))
-    tmp = os.path.join(os.path.dirname(inner), f".{os.path.basename(inner)}{indexed.TEMPORARY_MARK}"
-                       f"{os.getpid()}")
-    with fs.open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    fsutil.replace(fs, tmp, inner)
+    fsutil.put_atomic(path, text.encode("utf-8"))
 
 
 def build_parser() -> argparse.ArgumentParser:

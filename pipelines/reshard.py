@@ -1,0 +1,251 @@
+"""``python -m pipelines.reshard``: merge small and split large JSONL/Parquet files into JSONL shards.
+
+    python -m pipelines.reshard --input GLOB [--input GLOB ...] --output DIR --target-size 1GB
+        --name-template "{language}_{domain}_{subdomain}_split_{split:05d}"
+        [--name-regex REGEX | --language L --domain D --subdomain S] [--compression gzip|zstd]
+        [--overwrite] [--dry-run] [--workers N] [Beam flags, e.g. --runner]
+
+The template's fields come from the named groups of ``--name-regex`` (searched in each input's
+full path, so folders can carry them) and from ``--language``/``--domain``/``--subdomain``;
+inputs with the same field values form one group, resharded together into
+``DIR/{template}.jsonl[.gz|.zst]`` with ``split`` = 0, 1, 2, ... The target size counts
+uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
+specified in :mod:`transforms.reshard`.
+
+The driver finds the inputs, their fields and the names, refuses to replace earlier outputs
+unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
+place), and with ``--dry-run`` prints the plan and stops. The Beam job measures, plans, writes and
+commits. ``--runner=DirectRunner`` (the default) runs Beam's in-process FnApiRunner, with
+``--workers N`` processes.
+
+Exit status: 0 written, 1 the run failed (unreadable input, storage error), 2 bad configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import sys
+import uuid
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from dataio import fs as fsutil
+from dataio import readers
+from pipelines import options as opts
+from transforms import reshard as rs
+
+
+class ReshardOptions(PipelineOptions):
+    """Reshard's own flags (``--input``, ``--output``, ``--overwrite``, ``--dry-run`` and
+    ``--workers`` are the tokenize job's, from :mod:`pipelines.options`)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--target-size", default="1GB",
+                            help="uncompressed bytes per shard, e.g. 1GB (10**9), 1GiB, 256MB "
+                                 "(default 1GB); a shard never splits a document")
+        parser.add_argument("--name-template",
+                            default="{language}_{domain}_{subdomain}_split_{split:05d}",
+                            help="shard name without extension, a Python format string with "
+                                 "{split} and any fields of --name-regex or the field flags")
+        parser.add_argument("--name-regex", default=None,
+                            help="regular expression with named groups, searched in each input's "
+                                 "path, e.g. '(?P<language>[a-z]+)_(?P<domain>[a-z]+)'")
+        for field in rs.FIELD_FLAGS:
+            parser.add_argument(f"--{field}", default=None,
+                                help=f"{{{field}}} for every input (instead of --name-regex)")
+        parser.add_argument("--compression", default="none", choices=sorted(rs.EXTENSIONS),
+                            help="compress the output shards (.jsonl.gz / .jsonl.zst)")
+
+
+@dataclasses.dataclass
+class ReshardJob:
+    """Everything the driver decided before the pipeline runs."""
+
+    options: PipelineOptions
+    sources: list[rs.Source]
+    target: int
+    compression: str
+    temp_dir: str
+    plan: rs.CommitPlan
+
+    def groups(self) -> dict[tuple, list[rs.Source]]:
+        found: dict[tuple, list[rs.Source]] = {}
+        for s in self.sources:
+            found.setdefault(s.fields, []).append(s)
+        return dict(sorted(found.items()))
+
+
+def discover(patterns: list[str]) -> list[tuple[str, int]]:
+    """``(path, size)`` of every supported file the patterns name (globs, files, or folders:
+    the supported files directly in them), sorted, each once."""
+    found: dict[str, int] = {}
+    for pattern in patterns:
+        fs, inner = fsutil.filesystem_and_path(pattern)
+        if fs.isdir(inner):
+            paths = fsutil.list_files(pattern)
+        elif any(ch in pattern for ch in "*?["):
+            paths = fsutil.glob(pattern)
+        elif fs.exists(inner):
+            readers.file_format(pattern)  # an explicitly named file must be supported
+            paths = [pattern]
+        else:
+            raise rs.ReshardError(f"--input {pattern}: no such file or folder")
+        paths = [p for p in paths if os.path.basename(p).lower().endswith(readers.SUPPORTED_SUFFIXES)
+                 and not os.path.basename(p).startswith(".")]
+        if not paths:
+            raise rs.ReshardError(f"--input {pattern}: matches no input file "
+                                  f"({', '.join(readers.SUPPORTED_SUFFIXES)})")
+        for path in paths:
+            found[path] = fsutil.info(path)["size"]
+    return sorted(found.items())
+
+
+def plan_job(options: PipelineOptions) -> ReshardJob:
+    """Validate the options and find the inputs; raises :class:`rs.ReshardError` or
+    :class:`opts.OptionsError` with the flag and the fix."""
+    io = options.view_as(opts.InputOutputOptions)
+    ro = options.view_as(ReshardOptions)
+    if not io.input:
+        raise opts.OptionsError("--input is required: a glob, file or folder of JSONL/Parquet")
+    if not io.output:
+        raise opts.OptionsError("--output is required: the folder for the shards")
+    target = rs.parse_size(ro.target_size)
+    needed = rs.check_template(ro.name_template)
+    regex = None
+    if ro.name_regex:
+        try:
+            regex = re.compile(ro.name_regex)
+        except re.error as exc:
+            raise rs.ReshardError(f"--name-regex {ro.name_regex!r}: {exc}") from None
+    flags = {f: getattr(ro, f) for f in rs.FIELD_FLAGS if getattr(ro, f) is not None}
+    both = sorted(set(flags) & set(regex.groupindex if regex else ()))
+    if both:
+        raise rs.ReshardError(f"{{{both[0]}}} comes from both --{both[0]} and --name-regex; "
+                              "use one of them")
+    unused = sorted(set(flags) - set(needed))
+    if unused:
+        raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
+    sources = []
+    for path, size in discover(io.input):
+        fields = rs.fields_of(path, regex=regex, flags=flags, needed=needed)
+        sources.append(rs.Source(path=path, format=readers.file_format(path), size=size,
+                                 fields=tuple(sorted(fields.items()))))
+    extension = rs.EXTENSIONS[ro.compression]
+    output = io.output.rstrip("/") if "://" in io.output else io.output
+    group_fields = sorted({s.fields for s in sources})
+    first_names: dict[str, tuple] = {}
+    for fields in group_fields:
+        name = rs.format_name(ro.name_template, dict(fields), 0, extension)
+        if name in first_names:
+            raise rs.ReshardError(f"groups {dict(first_names[name])} and {dict(fields)} would both "
+                                  f"be named {name}; put the differing field in --name-template")
+        first_names[name] = fields
+    patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
+    existing = [p for p in fsutil.list_files(output)
+                if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)]
+    clobbered = sorted(set(existing) & {s.path for s in sources})
+    if clobbered:
+        raise rs.ReshardError(f"input {clobbered[0]} has a name the output would use; write to "
+                              "another --output folder")
+    if existing and not io.overwrite:
+        raise rs.ReshardError(f"{len(existing)} shard(s) of an earlier run are in {output} (e.g. "
+                              f"{existing[0].rsplit('/', 1)[-1]}); pass --overwrite to replace "
+                              "them or choose another --output")
+    temp_dir = fsutil.join(output, f".reshard-{uuid.uuid4().hex[:12]}.tmp")
+    plan = rs.CommitPlan(output=output, template=ro.name_template, extension=extension,
+                         stale=tuple(existing))
+    return ReshardJob(options=options, sources=sources, target=target,
+                      compression=ro.compression, temp_dir=temp_dir, plan=plan)
+
+
+def build(pipeline: beam.Pipeline, job: ReshardJob | PipelineOptions):
+    """Wire the reshard job into ``pipeline``; returns the PCollection of committed shard
+    summaries. ``job`` may be the options (then it is planned here)."""
+    if not isinstance(job, ReshardJob):
+        job = plan_job(job)
+    return (pipeline
+            | "ListSources" >> beam.Create(job.sources)
+            | "Reshard" >> rs.ReshardFiles(target=job.target, compression=job.compression,
+                                           temp_dir=job.temp_dir, plan=job.plan))
+
+
+def print_plan(job: ReshardJob, out=sys.stdout) -> None:
+    print(f"reshard plan: {len(job.sources)} inputs, target {job.target} bytes per shard, "
+          f"output {job.plan.output}", file=out)
+    for fields, sources in job.groups().items():
+        plain = sum(s.size for s in sources if s.format == "jsonl")
+        other = [s for s in sources if s.format != "jsonl"]
+        first = rs.format_name(job.plan.template, dict(fields), 0, job.plan.extension)
+        estimate = f"~{math.ceil(plain / job.target)} shard(s)" if not other else \
+            f"{math.ceil(plain / job.target)}+ shard(s) (sizes of {len(other)} compressed/Parquet " \
+            "input(s) are measured during the run)"
+        print(f"  {first}: {len(sources)} input(s), {sum(s.size for s in sources)} bytes on "
+              f"storage, {estimate}", file=out)
+        for s in sources:
+            print(f"    {s.path} ({s.format}, {s.size} bytes)", file=out)
+    if job.plan.stale:
+        print(f"  --overwrite: {len(job.plan.stale)} earlier shard(s) will be replaced", file=out)
+
+
+def help_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pipelines.reshard", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--input", action="append", metavar="GLOB",
+                        help="JSONL (.jsonl, .json, .gz, .zst) / Parquet files: glob, file or "
+                             "folder; local or fsspec URL; repeatable")
+    parser.add_argument("--output", metavar="DIR", help="folder for the shards (local or URL)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace shards of an earlier run with the same names")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    parser.add_argument("--workers", type=int, help="worker processes on the local runner")
+    ReshardOptions._add_argparse_args(parser)
+    return parser
+
+
+def run(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in argv or "--help" in argv:
+        help_parser().print_help()
+        return 0
+    try:
+        options = opts.parse(argv)
+        job = plan_job(options)
+    except (opts.OptionsError, rs.ReshardError, readers.InputError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if options.view_as(opts.InputOutputOptions).plan_only:
+        print_plan(job)
+        return 0
+    try:
+        with beam.Pipeline(options=job.options) as pipeline:
+            build(pipeline, job)
+        summary = json.loads(fsutil.read_bytes(fsutil.join(job.temp_dir, rs.SUMMARY_NAME)))
+    except Exception as exc:  # noqa: BLE001 - any failure of the job ends it with its reason
+        print(f"error: reshard failed: {_root_cause(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        fsutil.remove_tree(job.temp_dir)
+    for row in summary:
+        print(f"{row['name']}  documents={row['documents']} bytes={row['bytes']}")
+    print(f"{len(summary)} shards, {sum(r['documents'] for r in summary)} documents, "
+          f"{sum(r['bytes'] for r in summary)} bytes -> {job.plan.output}")
+    return 0
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Beam wraps a DoFn's exception in layers of context; the innermost message says what
+    went wrong."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    return f"{type(exc).__name__}: {exc}".strip()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -1,0 +1,493 @@
+"""Reshard raw text: JSONL/Parquet files in, JSONL shards of about a target size out.
+
+Contract:
+
+- Inputs are grouped by their name fields (the template's fields other than ``split``). Within a
+  group the files are laid end to end in sorted path order on one "offset line": a JSONL file
+  contributes its bytes (decompressed for ``.gz``/``.zst``), a Parquet file the bytes of its rows
+  as JSON lines. The line is cut into ``n = ceil(total / target)`` equal spans and a document
+  belongs to the span in which it starts. So no document is ever split, and a shard holds at
+  most ``ceil(total / n) <= target`` bytes of document starts plus the rest of its last document.
+- A shard's documents keep input order, one per line ending in ``\\n``: JSONL lines are copied
+  byte for byte (whitespace-only lines dropped, a missing final newline added); Parquet rows are
+  serialised with orjson (column order, UTF-8, no spaces; bytes as UTF-8 text or base64,
+  decimals as strings).
+- Same inputs and options, same output bytes, whatever the runner, bundling, parallelism or
+  retries: the plan depends only on the sorted inputs and their measured sizes (measured in
+  parallel, planned in one place), and gzip/zstd output carries no timestamp or file name.
+- Shards are written under a temporary folder and renamed to their final names
+  (``template.format(**fields, split=i)`` + extension) only after every shard is written.
+  Planned shards that received no document (possible only when single documents are larger than
+  a span) are dropped, and ``split`` numbers the remaining shards of a group 0, 1, 2, ...
+
+Pure planning functions come first (no Beam, no I/O); the Beam shell and the file reading and
+writing follow.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import decimal
+import gzip
+import json
+import math
+import re
+import string
+import uuid
+from typing import Iterable, Iterator, Sequence
+
+import apache_beam as beam
+import orjson
+
+from dataio import fs as fsutil
+from dataio import readers
+
+EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
+FIELD_FLAGS = ("language", "domain", "subdomain")
+SPLIT = "split"
+_WRITE_BUFFER = 8 << 20
+_PARQUET_BATCH_ROWS = 4096
+
+
+class ReshardError(ValueError):
+    """Bad reshard configuration or inputs; the message names the flag or file and the fix."""
+
+
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """``1GB`` = 10**9 bytes, ``1GiB`` = 2**30, ``500MB``, ``64KiB``, or a plain byte count."""
+    m = _SIZE.fullmatch(str(text))
+    if not m:
+        raise ReshardError(f"--target-size {text!r}: expected a size such as 1GB, 512MB, 1GiB "
+                           "or a number of bytes")
+    size = float(m.group(1)) * _UNITS[(m.group(2) or "B").lower()]
+    if size < 1:
+        raise ReshardError(f"--target-size {text!r}: must be at least one byte")
+    return int(size)
+
+
+# ---------------------------------------------------------------------------------------------
+# names
+
+
+class _SplitMarker:
+    """Stands for the split number when a name is turned into a pattern (any format spec)."""
+
+    def __format__(self, spec: str) -> str:
+        return "\x00SPLIT\x00"
+
+
+def template_fields(template: str) -> list[str]:
+    """The field names of a ``str.format`` template, in order, each once."""
+    names: list[str] = []
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ReshardError(f"--name-template {template!r}: {exc}") from None
+    for _, field, _, _ in parsed:
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise ReshardError(f"--name-template {template!r}: field {{{field}}} must be a plain "
+                               "name such as {language} or {split:05d}")
+        if field not in names:
+            names.append(field)
+    return names
+
+
+def check_template(template: str) -> list[str]:
+    """The template's fields other than ``split``; raises when it cannot name shards."""
+    fields = template_fields(template)
+    if SPLIT not in fields:
+        raise ReshardError(f"--name-template {template!r} has no {{split}} field; shards of one "
+                           "group would get the same name (e.g. add _split_{split:05d})")
+    if "/" in template or "\\" in template:
+        raise ReshardError(f"--name-template {template!r}: names cannot contain folders")
+    others = [f for f in fields if f != SPLIT]
+    try:
+        template.format(**{f: "x" for f in others}, split=0)
+    except (ValueError, TypeError) as exc:
+        raise ReshardError(f"--name-template {template!r}: {exc} (only {{split}} is a number; "
+                           "the other fields are text)") from None
+    return others
+
+
+def format_name(template: str, fields: dict[str, str], split: int, extension: str) -> str:
+    return template.format(**fields, split=split) + extension
+
+
+def name_pattern(template: str, fields: dict[str, str], extension: str) -> re.Pattern:
+    """Matches the names of every split of one group (to find outputs of earlier runs)."""
+    marked = template.format(**fields, split=_SplitMarker()) + extension
+    return re.compile(re.escape(marked).replace(re.escape("\x00SPLIT\x00"), r"\d+"))
+
+
+def fields_of(path: str, *, regex: re.Pattern | None, flags: dict[str, str],
+              needed: Sequence[str]) -> dict[str, str]:
+    """The template fields of one input: named groups of ``regex`` searched in its full path,
+    then the ``--language/--domain/--subdomain`` flags."""
+    fields: dict[str, str] = {}
+    if regex is not None:
+        m = regex.search(path)
+        if m is None:
+            raise ReshardError(f"{path}: --name-regex {regex.pattern!r} does not match this input; "
+                               "fix the pattern or leave the file out")
+        fields.update({k: v for k, v in m.groupdict().items() if v is not None})
+    fields.update(flags)
+    missing = [f for f in needed if f not in fields]
+    if missing:
+        hint = " or ".join(f"--{f}" if f in FIELD_FLAGS else f"a (?P<{f}>...) group in --name-regex"
+                           for f in missing)
+        raise ReshardError(f"{path}: no value for {{{missing[0]}}} in --name-template; give {hint}")
+    for key in needed:
+        value = fields[key]
+        if not value or "/" in value or "\\" in value:
+            raise ReshardError(f"{path}: field {key}={value!r} must be non-empty text without "
+                               "slashes")
+    return {k: fields[k] for k in needed}
+
+
+# ---------------------------------------------------------------------------------------------
+# planning
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One input file as the driver found it."""
+
+    path: str
+    format: str  # readers.file_format: jsonl, jsonl.gz, jsonl.zst, parquet
+    size: int  # bytes on storage
+    fields: tuple[tuple[str, str], ...]  # the group it belongs to
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """A source and the sizes of its units on the offset line: one unit for a JSONL file, one
+    per row group for Parquet."""
+
+    source: Source
+    unit_sizes: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(self.unit_sizes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """The documents of one file that start in ``[start, end)`` (offsets within the file)."""
+
+    path: str
+    format: str
+    start: int
+    end: int
+    units: tuple[tuple[int, int], ...] = ()  # Parquet: (row group, its first offset) to read
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardTask:
+    group: int  # index of the group in sorted order
+    fields: tuple[tuple[str, str], ...]
+    index: int  # planned shard within the group (final split numbers skip empty shards)
+    pieces: tuple[Piece, ...]
+
+    @property
+    def task_id(self) -> str:
+        return f"{self.group:05d}-{self.index:06d}"
+
+
+def plan_group(measured: Sequence[Measured], *, target: int) -> list[tuple[Piece, ...]]:
+    """Cut one group's offset line into spans of at most ``target`` (see module docstring)."""
+    ordered = sorted(measured, key=lambda m: m.source.path)
+    total = sum(m.size for m in ordered)
+    if total == 0:
+        return []
+    n = math.ceil(total / target)
+    bounds = [k * total // n for k in range(n + 1)]
+    shards = []
+    for k in range(n):
+        lo, hi = bounds[k], bounds[k + 1]
+        pieces = []
+        base = 0
+        for m in ordered:
+            size = m.size
+            start, end = max(lo - base, 0), min(hi - base, size)
+            if end > start:
+                units = []
+                if m.source.format == "parquet":
+                    unit_base = 0
+                    for g, unit_size in enumerate(m.unit_sizes):
+                        if unit_base < end and unit_base + unit_size > start:
+                            units.append((g, unit_base))
+                        unit_base += unit_size
+                pieces.append(Piece(m.source.path, m.source.format, start, end, tuple(units)))
+            base += size
+        shards.append(tuple(pieces))
+    return shards
+
+
+def plan_tasks(measured: Iterable[Measured], *, target: int) -> list[ShardTask]:
+    """Every group's shards; groups in sorted order of their fields."""
+    groups: dict[tuple, list[Measured]] = {}
+    for m in measured:
+        groups.setdefault(m.source.fields, []).append(m)
+    tasks = []
+    for g, fields in enumerate(sorted(groups)):
+        for k, pieces in enumerate(plan_group(groups[fields], target=target)):
+            tasks.append(ShardTask(group=g, fields=fields, index=k, pieces=pieces))
+    return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# documents
+
+
+def _json_default(value):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return base64.b64encode(raw).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return str(value)
+
+
+def row_to_line(row: dict) -> bytes:
+    """One Parquet row as a JSON line (without the newline)."""
+    return orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _parquet_lines(path: str, row_groups: Iterable[int]) -> Iterator[tuple[int, list[bytes]]]:
+    """``(row group, its rows as JSON lines)`` in batches, for the given row groups in order."""
+    import pyarrow.parquet as pq
+
+    try:
+        with fsutil.open_file(path, "rb") as fh:
+            pf = pq.ParquetFile(fh)
+            for g in row_groups:
+                for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, row_groups=[g]):
+                    yield g, [row_to_line(row) for row in batch.to_pylist()]
+    except readers.CorruptFileError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise readers.CorruptFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def measure(source: Source) -> Measured:
+    """Sizes of a source's units on the offset line (reads the file unless it is plain JSONL)."""
+    if source.format == "jsonl":
+        return Measured(source, (source.size,))
+    if source.format == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            with fsutil.open_file(source.path, "rb") as fh:
+                groups = pq.ParquetFile(fh).num_row_groups
+        except (OSError, ValueError) as exc:
+            raise readers.CorruptFileError(f"{source.path}: not a readable Parquet file "
+                                           f"({exc})") from exc
+        sizes = [0] * groups
+        for g, lines in _parquet_lines(source.path, range(groups)):
+            sizes[g] += sum(len(line) + 1 for line in lines)
+        return Measured(source, tuple(sizes))
+    end = 0
+    for record in readers.read_jsonl(_whole_file(source.path, source.format)):
+        end = record.offset + len(record.data) + 1
+    return Measured(source, (end,))
+
+
+def _whole_file(path: str, fmt: str, start: int = 0, end: int | None = None) -> readers.WorkItem:
+    return readers.WorkItem(path=path, stem=readers.file_stem(path), format=fmt, index=0,
+                            start=start, end=end)
+
+
+def piece_documents(piece: Piece) -> Iterator[bytes]:
+    """The documents (JSON lines, without newline) that start in the piece, in order."""
+    if piece.format == "parquet":
+        offsets = dict(piece.units)
+        current, offset = None, 0
+        for g, lines in _parquet_lines(piece.path, [g for g, _ in piece.units]):
+            if g != current:
+                current, offset = g, offsets[g]
+            for line in lines:
+                if offset >= piece.end:
+                    return
+                if offset >= piece.start:
+                    yield line
+                offset += len(line) + 1
+        return
+    if piece.format == "jsonl":
+        records = readers.read_jsonl(_whole_file(piece.path, piece.format, piece.start, piece.end))
+    else:  # compressed: decompress from the start, keep what starts in the piece
+        records = readers.read_jsonl(_whole_file(piece.path, piece.format))
+    for record in records:
+        if record.offset >= piece.end:
+            break
+        if record.offset >= piece.start and record.data.strip():
+            yield record.data
+
+
+# ---------------------------------------------------------------------------------------------
+# writing and committing
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardResult:
+    task: ShardTask
+    temporary: str  # where this attempt wrote it
+    documents: int
+    bytes: int  # uncompressed
+
+
+def _open_compressed(raw, compression: str):
+    if compression == "gzip":
+        # No name and mtime 0 in the header: the same documents give the same bytes.
+        return gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+    if compression == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
+    return None
+
+
+def write_shard(task: ShardTask, *, temp_dir: str, compression: str) -> ShardResult:
+    """Write one shard under a name unique to this attempt (retries never collide)."""
+    temporary = fsutil.join(temp_dir, f"{task.task_id}.{uuid.uuid4().hex[:12]}.part")
+    fs, inner = fsutil.filesystem_and_path(temporary)
+    documents = size = 0
+    fsutil.makedirs(fs, inner.rsplit("/", 1)[0])
+    raw = fs.open(inner, "wb")
+    try:
+        out = _open_compressed(raw, compression)
+        sink = out if out is not None else raw
+        buffer = bytearray()
+        for piece in task.pieces:
+            for line in piece_documents(piece):
+                buffer += line
+                buffer += b"\n"
+                documents += 1
+                size += len(line) + 1
+                if len(buffer) >= _WRITE_BUFFER:
+                    sink.write(bytes(buffer))
+                    buffer.clear()
+        if buffer:
+            sink.write(bytes(buffer))
+        if out is not None:
+            out.close()
+        raw.close()
+    except BaseException:
+        raw.close()
+        fsutil.remove(temporary)
+        raise
+    return ShardResult(task, temporary, documents, size)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitPlan:
+    """What the commit step needs besides the results (all decided on the driver)."""
+
+    output: str
+    template: str
+    extension: str
+    stale: tuple[str, ...] = ()  # outputs of an earlier run to delete (--overwrite)
+
+
+def final_names(results: Iterable[ShardResult], plan: CommitPlan) -> list[tuple[ShardResult, str]]:
+    """``(result, final path)`` of the non-empty shards, split numbers contiguous per group."""
+    by_group: dict[int, list[ShardResult]] = {}
+    for r in results:
+        by_group.setdefault(r.task.group, []).append(r)
+    named = []
+    for g in sorted(by_group):
+        split = 0
+        for r in sorted(by_group[g], key=lambda r: r.task.index):
+            if r.documents == 0:
+                continue
+            name = format_name(plan.template, dict(r.task.fields), split, plan.extension)
+            named.append((r, fsutil.join(plan.output, name)))
+            split += 1
+    return named
+
+
+def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
+    """Rename every written shard to its final name, drop empty ones and stale outputs; returns
+    a summary row per final shard."""
+    named = final_names(results, plan)
+    kept = {r.temporary for r, _ in named}
+    for r in results:
+        if r.temporary not in kept:
+            fsutil.remove(r.temporary)
+    finals = set()
+    for r, final in named:
+        fs, src = fsutil.filesystem_and_path(r.temporary)
+        _, dst = fsutil.filesystem_and_path(final)
+        fsutil.replace(fs, src, dst)
+        finals.add(final)
+    for path in plan.stale:
+        if path not in finals:
+            fsutil.remove(path)
+    return [{"name": final.rsplit("/", 1)[-1], "documents": r.documents, "bytes": r.bytes,
+             "inputs": sorted({p.path for p in r.task.pieces})} for r, final in named]
+
+
+SUMMARY_NAME = "_summary.json"
+
+
+class _MeasureFn(beam.DoFn):
+    def process(self, source: Source):
+        yield measure(source)
+
+
+class _WriteShardFn(beam.DoFn):
+    def __init__(self, *, temp_dir: str, compression: str):
+        self._temp_dir = temp_dir
+        self._compression = compression
+
+    def process(self, task: ShardTask):
+        yield write_shard(task, temp_dir=self._temp_dir, compression=self._compression)
+
+
+def _commit_and_summarise(results, *, plan: CommitPlan, temp_dir: str):
+    summary = commit(list(results), plan)
+    fsutil.put_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
+                      json.dumps(summary, indent=1).encode("utf-8"))
+    yield from summary
+
+
+class ReshardFiles(beam.PTransform):
+    """Sources in, committed shard summaries out (``{"name", "documents", "bytes", "inputs"}``).
+
+    Measures the sources in parallel, plans once over all measurements, writes the shards in
+    parallel under ``temp_dir``, then commits them in one step (see the module docstring).
+    """
+
+    def __init__(self, *, target: int, compression: str, temp_dir: str, plan: CommitPlan):
+        super().__init__()
+        self._target = target
+        self._compression = compression
+        self._temp_dir = temp_dir
+        self._plan = plan
+
+    def expand(self, sources):
+        measured = (sources
+                    | "SpreadSources" >> beam.Reshuffle()
+                    | "MeasureSources" >> beam.ParDo(_MeasureFn()))
+        results = (measured
+                   | "GatherMeasurements" >> beam.combiners.ToList()
+                   | "PlanShards" >> beam.FlatMap(lambda ms, target: plan_tasks(ms, target=target),
+                                                  target=self._target)
+                   | "SpreadShards" >> beam.Reshuffle()
+                   | "WriteShards" >> beam.ParDo(_WriteShardFn(temp_dir=self._temp_dir,
+                                                               compression=self._compression)))
+        return (results
+                | "GatherResults" >> beam.combiners.ToList()
+                | "CommitShards" >> beam.FlatMap(_commit_and_summarise, plan=self._plan,
+                                                 temp_dir=self._temp_dir))
