@@ -122,13 +122,26 @@ class Shard:
         starts[inside] = pointers[seq[inside]] // self.dtype.itemsize
         return starts
 
-    def document_of_token(self, t: int) -> int:
-        """The document owning token ``t`` (``0 <= t < token_count``)."""
-        lengths, pointers, doc_idx = self.arrays()
-        # 'right' picks the last of equal pointers, i.e. skips zero-length sequences.
-        seq = int(np.searchsorted(pointers, t * self.dtype.itemsize, side="right")) - 1
-        # ... and the last document whose first sequence is <= seq skips empty documents.
-        return int(np.searchsorted(doc_idx, seq, side="right")) - 1
+    def document_ids(self, start: int, stop: int) -> np.ndarray:
+        """Per token of ``[start, stop)`` (non-empty, inside the shard), its document number.
+
+        Two binary searches over the .idx arrays find the documents of the first and last
+        token: 'right' on the pointers picks the last of equal pointers (skipping zero-length
+        sequences), 'right' on document_indices the last document starting at or before that
+        sequence (skipping empty documents). The documents in between start at the pointer of
+        their first sequence; ``np.repeat`` spreads their numbers over the tokens they own.
+        """
+        lengths, pointers, doc_idx = self._arrays or self.arrays()
+        size = self.dtype.itemsize
+        seqs = pointers.searchsorted((start * size, (stop - 1) * size), side="right") - 1
+        first, last = (doc_idx.searchsorted(seqs, side="right") - 1).tolist()
+        if first == last:  # the common case for long documents: one run
+            return np.full(stop - start, first, dtype=np.int64)
+        # Documents first+1..last start inside the window, so their first sequence exists.
+        edges = np.empty(last - first + 2, dtype=np.int64)
+        edges[0], edges[-1] = start, stop
+        edges[1:-1] = pointers[doc_idx[first + 1:last + 1]] // size
+        return np.arange(first, last + 1, dtype=np.int64).repeat(edges[1:] - edges[:-1])
 
     def document_lengths(self) -> np.ndarray:
         """Tokens per document, every document (0 for empty ones)."""
@@ -349,7 +362,15 @@ class TokenDataset:
 
     def window(self, start: int, stop: int) -> Window:
         """Tokens ``[start, stop)`` of the whole stream, with their document ids."""
-        k = int(np.searchsorted(self._token_starts, start, side="right")) - 1
+        if stop <= start:
+            return Window(np.empty(0, dtype=self.dtype), np.empty(0, dtype=np.int64))
+        k = int(self._token_starts.searchsorted(start, side="right")) - 1
+        base = int(self._token_starts[k])
+        shard = self.shards[k]
+        if stop - base <= shard.token_count:  # inside one shard: no copy of the tokens
+            ids = shard.document_ids(start - base, stop - base)
+            ids += int(self._doc_starts[k])
+            return Window(shard.tokens(start - base, stop - base), ids)
         token_parts, id_parts = [], []
         while start < stop:
             shard = self.shards[k]
@@ -357,24 +378,11 @@ class TokenDataset:
             end = min(stop, base + shard.token_count)
             if end > start:
                 token_parts.append(shard.tokens(start - base, end - base))
-                id_parts.append(self._document_ids(k, start - base, end - base))
+                id_parts.append(shard.document_ids(start - base, end - base)
+                                + int(self._doc_starts[k]))
             start = end
             k += 1
-        if len(token_parts) == 1:
-            return Window(token_parts[0], id_parts[0])
-        if not token_parts:
-            return Window(np.empty(0, dtype=self.dtype), np.empty(0, dtype=np.int64))
         return Window(np.concatenate(token_parts), np.concatenate(id_parts))
-
-    def _document_ids(self, k: int, start: int, stop: int) -> np.ndarray:
-        shard = self.shards[k]
-        first = shard.document_of_token(start)
-        last = shard.document_of_token(stop - 1)
-        bounds = shard.document_starts(first + 1, last + 1)
-        np.clip(bounds, start, stop, out=bounds)
-        runs = np.diff(np.concatenate(([start], bounds, [stop])))
-        ids = np.arange(first, last + 1, dtype=np.int64) + int(self._doc_starts[k])
-        return np.repeat(ids, runs)
 
     def __iter__(self):
         for i in range(self._len):
