@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import re
 import threading
@@ -233,6 +234,10 @@ class AzurePlan:
     managed_identity_client_id: str | None = None
     block_size: int = DEFAULT_BLOCK_SIZE
     secrets_env: str = SECRETS_ENV
+
+    def apply(self) -> None:
+        """Adopt this plan in the current process (a worker's ``DoFn.setup``)."""
+        configure_worker(self)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -567,15 +572,21 @@ def _storage_options(loc: AzureLocation, method: str, secret: str) -> dict[str, 
     return options
 
 
-def _default_credential():
+def _default_credential(*, probe: bool = False):
+    """(aio, sync) DefaultAzureCredential of this process; with ``probe``, a sync one for the
+    up-front check whose token requests are retried at most once, immediately (the default
+    managed-identity retries back off for about 5 s where no identity endpoint answers)."""
+    from azure.identity import DefaultAzureCredential
+
     client_id = _current_plan().managed_identity_client_id
+    kwargs = {"process_timeout": 10}
+    if client_id:
+        kwargs["managed_identity_client_id"] = client_id
+    if probe:
+        return DefaultAzureCredential(retry_total=1, **kwargs)
     with _lock:
         if client_id not in _credentials:
-            from azure.identity import DefaultAzureCredential
             from azure.identity.aio import DefaultAzureCredential as AioDefaultAzureCredential
-            kwargs = {"process_timeout": 10}
-            if client_id:
-                kwargs["managed_identity_client_id"] = client_id
             _credentials[client_id] = (AioDefaultAzureCredential(**kwargs),
                                        DefaultAzureCredential(**kwargs))
         return _credentials[client_id]
@@ -616,10 +627,6 @@ def _register_default_protocol_options(loc: AzureLocation, options: dict[str, An
             fsutil.set_storage_options(protocol, options)
 
 
-class _Unreachable(Exception):
-    pass
-
-
 def _probe(loc: AzureLocation, method: str, options: dict[str, Any]) -> str | None:
     """One request with ``method``'s credential: None if it authenticates, else the reason.
     Raises :class:`AzureCredentialError` when the endpoint cannot be reached at all (no
@@ -630,11 +637,16 @@ def _probe(loc: AzureLocation, method: str, options: dict[str, Any]) -> str | No
 
     try:
         if method == "default":
-            _, credential = _default_credential()
+            credential = _default_credential(probe=True)
+            quiet = logging.getLogger("azure.identity")
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)   # its warning repeats what our message says
             try:
                 credential.get_token(STORAGE_SCOPE)
             except ClientAuthenticationError as error:
                 return _first_lines(str(error), 12)
+            finally:
+                quiet.setLevel(level)
             service = BlobServiceClient(account_url=loc.endpoint, credential=credential,
                                         **PROBE_CLIENT_KWARGS)
         else:

@@ -13,7 +13,7 @@ Storage primitives for commit protocols (same behaviour on local disk and object
 :func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
 containers, the target complete whenever it exists), :func:`put_atomic` (a small object appears
 whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`, :func:`remove` and
-:func:`remove_temporaries`.
+:func:`remove_temporaries`. :func:`write_bytes_atomic` is :func:`put_atomic` on Azure.
 """
 
 from __future__ import annotations
@@ -194,15 +194,6 @@ def list_files(folder: str) -> list[str]:
     return sorted(join(base, os.path.basename(n.rstrip("/"))) for n in names)
 
 
-def remove(path: str, *, missing_ok: bool = True) -> None:
-    fs, inner = filesystem_and_path(path)
-    try:
-        fs.rm_file(inner)
-    except FileNotFoundError:
-        if not missing_ok:
-            raise
-
-
 def remove_temporaries(folder: str, *, is_temporary: Callable[[str], bool]) -> list[str]:
     """Delete every file under ``folder`` (recursively) whose name ``is_temporary`` accepts
     (e.g. ``dataio.indexed.is_temporary_name``); returns the deleted paths' URLs."""
@@ -227,6 +218,10 @@ def read_bytes(path: str) -> bytes:
 
 def write_bytes_atomic(path: str, data: bytes) -> None:
     """Write a small object under a temporary name, then move it into place."""
+    if _azure(path) is not None:
+        # One Put Blob is already all-or-nothing; a temporary + copy + delete adds 3 requests.
+        put_atomic(path, data)
+        return
     fs, inner = filesystem_and_path(path)
     makedirs(fs, os.path.dirname(inner))
     head, tail = os.path.split(inner)

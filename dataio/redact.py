@@ -37,7 +37,7 @@ SECRET_NAMES = frozenset({
     "azure_connection_string", "connection_string", "azure_storage_connection_string",
     "azure_storage_sas_token",
     "azure_client_secret", "client_secret", "azure_storage_client_secret",
-    "credential", "credentials", "password", "secret", "token", "access_token", "bearer",
+    "credential", "password", "secret", "token", "access_token", "bearer",
     "sharedaccesssignature", "tokenbeam_azure_secrets",
 })
 
@@ -61,7 +61,7 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
                 r"(?:'[^']*'|\"[^\"]*\"|[^\s]+)"), r"\1" + MASK),
     # NAME=value / "name": "value" / name: value where the name is a secret's
     # (env assignments, reprs of option dicts, JSON, YAML).
-    (re.compile(r"(?i)(\b(?:" + _SECRET_KEY_ALTERNATION + r")\b[\"']?\s*[:=]\s*)"
+    (re.compile(r"(?i)(\b(?:" + _SECRET_KEY_ALTERNATION + r")\b[\"']?[ \t]*[:=][ \t]*)"
                 r"(?!REDACTED)(?:'[^']*'|\"[^\"]*\"|[^\s,;&}\]\)]+)"), r"\1" + MASK),
 ]
 
