@@ -63,9 +63,9 @@ def _has_magic(pattern: str) -> bool:
 def expand_inputs(patterns: list[str], *, skip_incomplete: bool = False) -> list[str]:
     """Dataset prefixes named by ``--input`` values, sorted and without duplicates.
 
-    A pattern may be a glob, a folder (its datasets), a ``.bin``/``.idx`` file or a prefix.
-    Matches that are neither (``metadata.json``) are ignored; a pattern matching no dataset is
-    an error naming it.
+    A pattern may be a glob, a folder (its datasets, not its subfolders'), a ``.bin``/``.idx``
+    file or a prefix. Other matches (``metadata.json``, folders matched by a wildcard) are
+    ignored; a pattern matching no dataset is an error naming it.
     """
     prefixes: set[str] = set()
     for pattern in patterns:
@@ -76,7 +76,10 @@ def expand_inputs(patterns: list[str], *, skip_incomplete: bool = False) -> list
         for match in matches:
             fs, inner = fsutil.filesystem_and_path(match)
             if fs.isdir(inner):
-                found.update(list_datasets(match, skip_incomplete=skip_incomplete))
+                # A folder named outright is read; one a wildcard happens to match (holdout/
+                # under out/*) is not descended into.
+                if not _has_magic(pattern):
+                    found.update(list_datasets(match, skip_incomplete=skip_incomplete))
             elif match.endswith((".bin", ".idx")) and not indexed.is_temporary_name(match):
                 found.add(indexed.prefix_of(match))
         for prefix in sorted(found):
