@@ -216,12 +216,11 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
     return prefixes
 
 
-def read_vocab_size(prefixes: Sequence[str]) -> int | None:
-    """``tokenizer.vocab_size`` of the ``metadata.json`` beside the shards (for a ``holdout/``
-    folder, its parent's); the values of different folders must agree."""
-    found: dict[int, str] = {}
-    folders = dict.fromkeys(_parent(p) for p in prefixes)
-    for folder in folders:
+def metadata_files(prefixes: Sequence[str]) -> list[tuple[str, dict]]:
+    """``(path, parsed)`` of the ``metadata.json`` that belongs to each folder holding the
+    prefixes: the one beside the shards, or for a ``holdout/`` folder, its parent's."""
+    found = []
+    for folder in dict.fromkeys(_parent(p) for p in prefixes):
         candidates = [folder]
         if os.path.basename(folder.rstrip("/")) == HOLDOUT_DIR:
             candidates.append(_parent(folder.rstrip("/")))
@@ -231,13 +230,20 @@ def read_vocab_size(prefixes: Sequence[str]) -> int | None:
                 continue
             with fsutil.open_file(path, "rb") as f:
                 try:
-                    meta = json.load(f)
+                    found.append((path, json.load(f)))
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path} is not valid JSON: {exc}") from None
-            vocab = (meta.get("tokenizer") or {}).get("vocab_size")
-            if vocab is not None:
-                found.setdefault(int(vocab), path)
             break
+    return found
+
+
+def read_vocab_size(prefixes: Sequence[str]) -> int | None:
+    """``tokenizer.vocab_size`` from :func:`metadata_files`; different folders must agree."""
+    found: dict[int, str] = {}
+    for path, meta in metadata_files(prefixes):
+        vocab = (meta.get("tokenizer") or {}).get("vocab_size")
+        if vocab is not None:
+            found.setdefault(int(vocab), path)
     if len(found) > 1:
         listing = ", ".join(f"{v} in {p}" for v, p in found.items())
         raise ValueError(f"the datasets come from tokenizers with different vocab sizes "

@@ -5,7 +5,8 @@ PATH is a tokenize output folder (its datasets in name order; ``--split holdout`
 Prints one line per dataset (documents, sequences, tokens, dtype), the totals, the vocabulary size
 from ``metadata.json``, document length percentiles over the non-empty documents, and with
 ``--decode N`` the first N documents decoded by the tokenizer given in ``--tokenizer-model`` (a
-HuggingFace folder or ``tokenizer.json``, or a SentencePiece ``.model``). ``--plot FILE`` writes a
+HuggingFace folder or ``tokenizer.json``, or a SentencePiece ``.model``; by default the one
+``metadata.json`` records, when it exists on this machine). ``--plot FILE`` writes a
 histogram of document lengths as a PNG (needs matplotlib: ``pip install tokenbeam[plot]``).
 Reads only the ``.idx`` files, plus the tokens of the documents it decodes.
 """
@@ -89,6 +90,15 @@ def load_decoder(model: str) -> Callable[[np.ndarray], str]:
                      "tokenizer.json or a SentencePiece .model")
 
 
+def recorded_tokenizer(prefixes: list[str]) -> str | None:
+    """The tokenizer path the tokenize job recorded in metadata.json, if it exists here."""
+    for _, meta in dsmod.metadata_files(prefixes):
+        model = (meta.get("tokenizer") or {}).get("model")
+        if model and os.path.exists(model):
+            return model
+    return None
+
+
 def plot_lengths(lengths: np.ndarray, path: str, *, title: str, bins: int = 60) -> None:
     """A histogram of document lengths (log-spaced bins when they span over two decades)."""
     try:
@@ -131,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the first N documents decoded (needs --tokenizer-model)")
     parser.add_argument("--tokenizer-model", metavar="PATH",
                         help="HuggingFace tokenizer folder or tokenizer.json, or SentencePiece "
-                             ".model, used by --decode")
+                             ".model, used by --decode (default: the one metadata.json names)")
     parser.add_argument("--max-chars", type=int, default=2000, metavar="N",
                         help="cut each decoded document after N characters (0: no limit)")
     parser.add_argument("--plot", metavar="FILE.png",
@@ -144,12 +154,16 @@ def run(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.decode < 0:
         parser.error("--decode N needs N >= 0")
-    if args.decode and not args.tokenizer_model:
-        parser.error("--decode needs --tokenizer-model (a HuggingFace tokenizer folder or "
-                     "tokenizer.json, or a SentencePiece .model)")
     try:
-        decode = load_decoder(args.tokenizer_model) if args.decode else None
         prefixes = dsmod.resolve_prefixes(args.path, args.split)
+        model = args.tokenizer_model
+        if args.decode and not model:
+            model = recorded_tokenizer(prefixes)
+            if model is None:
+                parser.error("--decode needs --tokenizer-model (a HuggingFace tokenizer folder or "
+                             "tokenizer.json, or a SentencePiece .model); metadata.json names "
+                             "none that exists here")
+        decode = load_decoder(model) if args.decode else None
         shards = [dsmod.Shard(p) for p in prefixes]
         vocab_size = dsmod.read_vocab_size(prefixes)
     except (FileNotFoundError, ValueError) as exc:

@@ -119,3 +119,15 @@ def test_errors(output, tmp_path):
     assert proc.returncode == 2 and "--decode needs --tokenizer-model" in proc.stderr
     proc = _cli(output["out"], "--decode", "2", "--tokenizer-model", str(tmp_path))
     assert proc.returncode != 0 and "has no tokenizer.json" in proc.stderr
+
+
+def test_decode_defaults_to_the_recorded_tokenizer(output, tmp_path, capsys):
+    tok_dir = output["tokenizer"]
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
+    ix.write_documents(str(tmp_path / "d"), [tok.encode("Recorded tokenizer.").ids], dtype=np.uint16)
+    (tmp_path / "metadata.json").write_text(json.dumps({"tokenizer": {"vocab_size": 500,
+                                                                      "model": tok_dir}}))
+    assert inspect_cli.run([str(tmp_path), "--decode", "1"]) == 0
+    assert _decoded(capsys.readouterr().out) == {0: "Recorded tokenizer."}
