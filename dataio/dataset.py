@@ -45,6 +45,8 @@ METADATA_NAME = "metadata.json"
 # Remote .bin reads: fsspec's block cache; small blocks because windows are small and random.
 REMOTE_BLOCK_SIZE = 1 << 20
 REMOTE_MAX_BLOCKS = 8
+# At most this many remote .bin files stay open (each with its cache) per dataset.
+REMOTE_MAX_OPEN = 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -52,7 +54,8 @@ REMOTE_MAX_BLOCKS = 8
 
 
 class Shard:
-    """One ``.bin/.idx`` pair: header counts at once, arrays and token storage opened lazily."""
+    """One ``.bin/.idx`` pair. The ``.idx`` is opened at once (counts, and a size check of the
+    ``.bin``), the ``.bin`` on the first read; after unpickling both reopen on first use."""
 
     def __init__(self, prefix: str):
         self.prefix = indexed.prefix_of(prefix)
@@ -152,10 +155,15 @@ class Shard:
         start, stop = self.document_starts(j, j + 2)
         return self.tokens(int(start), int(stop))
 
-    def close(self) -> None:
+    def close_bin(self) -> None:
+        """Drop the remote file and its cache (it reopens on the next read)."""
         if self._file is not None:
             self._file.close()
-        self._arrays = self._tokens = self._file = None
+            self._file = None
+
+    def close(self) -> None:
+        self.close_bin()
+        self._arrays = self._tokens = None
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -334,6 +342,7 @@ class TokenDataset:
         if not 0 <= first <= stop <= total_windows:
             raise ValueError(f"window range {first}..{stop} is outside 0..{total_windows}")
         self._first, self._len = first, stop - first
+        self._open_remote: dict[int, None] = {}  # insertion-ordered: least recently used first
 
     # -- sizes -----------------------------------------------------------------------------
 
@@ -376,19 +385,40 @@ class TokenDataset:
         if stop - base <= shard.token_count:  # inside one shard: no copy of the tokens
             ids = shard.document_ids(start - base, stop - base)
             ids += int(self._doc_starts[k])
-            return Window(shard.tokens(start - base, stop - base), ids)
-        token_parts, id_parts = [], []
-        while start < stop:
-            shard = self.shards[k]
-            base = int(self._token_starts[k])
-            end = min(stop, base + shard.token_count)
-            if end > start:
-                token_parts.append(shard.tokens(start - base, end - base))
-                id_parts.append(shard.document_ids(start - base, end - base)
-                                + int(self._doc_starts[k]))
-            start = end
-            k += 1
-        return Window(np.concatenate(token_parts), np.concatenate(id_parts))
+            window = Window(shard.tokens(start - base, stop - base), ids)
+        else:
+            token_parts, id_parts = [], []
+            position, j = start, k
+            while position < stop:
+                base = int(self._token_starts[j])
+                end = min(stop, base + self.shards[j].token_count)
+                if end > position:
+                    token_parts.append(self.shards[j].tokens(position - base, end - base))
+                    id_parts.append(self.shards[j].document_ids(position - base, end - base)
+                                    + int(self._doc_starts[j]))
+                position = end
+                j += 1
+            window = Window(np.concatenate(token_parts), np.concatenate(id_parts))
+        if not shard.local:
+            self._touch_remote(k, stop)
+        return window
+
+    def _touch_remote(self, k: int, stop: int) -> None:
+        """Mark the remote shards that a read from shard ``k`` up to token ``stop`` used as
+        recently used; close the least recently used beyond ``REMOTE_MAX_OPEN`` (cache memory)."""
+        last = int(self._token_starts.searchsorted(stop - 1, side="right")) - 1
+        for j in range(k, max(k, last) + 1):
+            self._open_remote.pop(j, None)
+            self._open_remote[j] = None
+        while len(self._open_remote) > REMOTE_MAX_OPEN:
+            oldest = next(iter(self._open_remote))
+            del self._open_remote[oldest]
+            self.shards[oldest].close_bin()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_open_remote"] = {}
+        return state
 
     def __iter__(self):
         for i in range(self._len):

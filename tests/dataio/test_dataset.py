@@ -231,7 +231,8 @@ def test_metadata_vocab_sizes_must_agree(tmp_path):
         get_dataset([str(tmp_path / "x" / "d"), str(tmp_path / "y" / "d")], 1)
 
 
-def test_memory_url_equals_local(corpus):
+def test_memory_url_equals_local(corpus, monkeypatch):
+    monkeypatch.setattr(dsmod, "REMOTE_MAX_OPEN", 2)  # exercise closing the least recently used
     fs = fsspec.filesystem("memory")
     base = "/loader-test"
     for dirpath, _, files in os.walk(corpus["out"]):
@@ -247,6 +248,7 @@ def test_memory_url_equals_local(corpus):
         for i in range(len(local)):
             np.testing.assert_array_equal(remote[i].token_ids, local[i].token_ids)
             np.testing.assert_array_equal(remote[i].document_ids, local[i].document_ids)
+        assert sum(s._file is not None for s in remote.shards) <= 2
         holdout = get_dataset(f"memory://{base}", 2, split="holdout")
         assert holdout.num_tokens() == sum(len(d) for d in corpus["holdout_docs"])
     finally:
