@@ -201,7 +201,8 @@ def run(argv=None) -> int:
             print(f"--- document {j} ({len(ids)} tokens) ---")
             print(text[:args.max_chars] + " [...]" if cut else text)
     if args.plot:
-        title = (f"{os.path.basename(args.path.rstrip('/'))}: {lengths.size:,} non-empty documents, "
+        name = os.path.basename(args.path.rstrip("/"))
+        title = (f"{name}: {lengths.size:,} non-empty documents, "
                  f"{sum(s.tokens for s in stats):,} tokens")
         plot_lengths(lengths, args.plot, title=title)
         print(f"histogram: {args.plot}")

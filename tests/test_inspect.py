@@ -126,7 +126,8 @@ def test_decode_defaults_to_the_recorded_tokenizer(output, tmp_path, capsys):
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(os.path.join(tok_dir, "tokenizer.json"))
-    ix.write_documents(str(tmp_path / "d"), [tok.encode("Recorded tokenizer.").ids], dtype=np.uint16)
+    ix.write_documents(str(tmp_path / "d"), [tok.encode("Recorded tokenizer.").ids],
+                       dtype=np.uint16)
     (tmp_path / "metadata.json").write_text(json.dumps({"tokenizer": {"vocab_size": 500,
                                                                       "model": tok_dir}}))
     assert inspect_cli.run([str(tmp_path), "--decode", "1"]) == 0
