@@ -6,7 +6,8 @@
         [--overwrite] [--dry-run] [--workers N] [Beam flags, e.g. --runner]
 
 The template's fields come from the named groups of ``--name-regex`` (searched in each input's
-full path, so folders can carry them) and from ``--language``/``--domain``/``--subdomain``;
+base name, or in its whole path when the pattern has a ``/``, so folders can carry them) and
+from ``--language``/``--domain``/``--subdomain``;
 inputs with the same field values form one group, resharded together into
 ``DIR/{template}.jsonl[.gz|.zst]`` with ``split`` = 0, 1, 2, ... The target size counts
 uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
@@ -56,7 +57,8 @@ class ReshardOptions(PipelineOptions):
                                  "{split} and any fields of --name-regex or the field flags")
         parser.add_argument("--name-regex", default=None,
                             help="regular expression with named groups, searched in each input's "
-                                 "path, e.g. '(?P<language>[a-z]+)_(?P<domain>[a-z]+)'")
+                                 "file name (whole path if it has a /), e.g. "
+                                 "'^(?P<language>[a-z]+)_(?P<domain>[a-z]+)_'")
         for field in rs.FIELD_FLAGS:
             parser.add_argument(f"--{field}", default=None,
                                 help=f"{{{field}}} for every input (instead of --name-regex)")
@@ -176,7 +178,8 @@ def build(pipeline: beam.Pipeline, job: ReshardJob | PipelineOptions):
                                            temp_dir=job.temp_dir, plan=job.plan))
 
 
-def print_plan(job: ReshardJob, out=sys.stdout) -> None:
+def print_plan(job: ReshardJob, out=None) -> None:
+    out = out or sys.stdout
     print(f"reshard plan: {len(job.sources)} inputs, target {job.target} bytes per shard, "
           f"output {job.plan.output}", file=out)
     for fields, sources in job.groups().items():
@@ -240,11 +243,17 @@ def run(argv=None) -> int:
 
 
 def _root_cause(exc: BaseException) -> str:
-    """Beam wraps a DoFn's exception in layers of context; the innermost message says what
-    went wrong."""
-    while exc.__cause__ is not None or exc.__context__ is not None:
+    """The message that says what went wrong: Beam wraps a DoFn's exception in layers of
+    context, so prefer our own error types in the chain, else the innermost exception."""
+    chain = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    return f"{type(exc).__name__}: {exc}".strip()
+    ours = [e for e in chain if type(e).__module__.split(".")[0] in ("dataio", "transforms",
+                                                                     "pipelines")]
+    chosen = ours[-1] if ours else chain[-1]
+    message = re.sub(r" \[while running '[^']*'\]", "", str(chosen))
+    return f"{type(chosen).__name__}: {message}".strip()
 
 
 if __name__ == "__main__":

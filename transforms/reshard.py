@@ -129,11 +129,12 @@ def name_pattern(template: str, fields: dict[str, str], extension: str) -> re.Pa
 
 def fields_of(path: str, *, regex: re.Pattern | None, flags: dict[str, str],
               needed: Sequence[str]) -> dict[str, str]:
-    """The template fields of one input: named groups of ``regex`` searched in its full path,
-    then the ``--language/--domain/--subdomain`` flags."""
+    """The template fields of one input: named groups of ``regex``, then the
+    ``--language/--domain/--subdomain`` flags. The regex is searched in the file's base name, or
+    in its whole path when the pattern has a ``/`` (fields carried by folders)."""
     fields: dict[str, str] = {}
     if regex is not None:
-        m = regex.search(path)
+        m = regex.search(path if "/" in regex.pattern else path.rstrip("/").rsplit("/", 1)[-1])
         if m is None:
             raise ReshardError(f"{path}: --name-regex {regex.pattern!r} does not match this input; "
                                "fix the pattern or leave the file out")
@@ -419,7 +420,7 @@ def final_names(results: Iterable[ShardResult], plan: CommitPlan) -> list[tuple[
 
 def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
     """Rename every written shard to its final name, drop empty ones and stale outputs; returns
-    a summary row per final shard."""
+    a summary row per final shard. Idempotent: a retried commit skips what is already done."""
     named = final_names(results, plan)
     kept = {r.temporary for r, _ in named}
     for r in results:
@@ -429,7 +430,11 @@ def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
     for r, final in named:
         fs, src = fsutil.filesystem_and_path(r.temporary)
         _, dst = fsutil.filesystem_and_path(final)
-        fsutil.replace(fs, src, dst)
+        if fs.exists(src):
+            fsutil.replace(fs, src, dst)
+        elif not fs.exists(dst):  # neither: not a retry of this commit, the shard is lost
+            raise FileNotFoundError(f"{r.temporary}: written shard missing before its commit "
+                                    f"to {final}; rerun the job")
         finals.add(final)
     for path in plan.stale:
         if path not in finals:
