@@ -43,6 +43,11 @@ setup(
         "console_scripts": [
             "tokenbeam-validate=pipelines.validate:run",
             "tokenbeam-inspect=pipelines.inspect:run",
+            "tokenbeam-reshard=pipelines.reshard:run",
+            "tokenbeam-count=pipelines.count:run",
+            "tokenbeam-signature=pipelines.signature:run",
+            "tokenbeam-blend=pipelines.blend:run",
+            "tokenbeam-merge=pipelines.merge:run",
         ],
     },
 )
