@@ -206,6 +206,16 @@ def _sas_of_query(url: str, query: str) -> str | None:
     return query
 
 
+def absorb_sas(url: str) -> str:
+    """``url`` without its SAS query; the SAS is remembered for the URL's container (and put in
+    the environment for worker processes)."""
+    loc = parse(url)
+    if loc is None or not loc.sas:
+        return url
+    _remember_url_sas(_with_account(loc))
+    return strip_sas(url)
+
+
 def strip_sas(url: str) -> str:
     """``url`` without its query string when it is an Azure URL carrying a SAS."""
     loc = parse(url)
@@ -360,6 +370,23 @@ def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
             clean.append(arg)
         i += 1
     return clean, secrets
+
+
+def prepare_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """The first thing a job's ``run(argv)`` calls: returns argv with no secret left in it, and
+    the secret options. Secret flags are taken out (:func:`split_secret_flags`); an Azure URL
+    carrying a SAS query (``--input=https://acct.blob.core.windows.net/c/x?sv=...&sig=...``)
+    loses its query, which is remembered as that container's SAS. Everything downstream (Beam's
+    options, path joins, metadata.json, job scripts) then only ever sees clean URLs."""
+    clean, secrets = split_secret_flags(argv)
+    out = []
+    for arg in clean:
+        head, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg \
+            else ("", "", arg)
+        if "://" in value and "?" in value:
+            value = absorb_sas(value)
+        out.append(head + eq + value)
+    return out, secrets
 
 
 # ---------------------------------------------------------------------------------------------

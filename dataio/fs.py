@@ -111,8 +111,12 @@ def map_or_read(path: str):
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
-    head, sep, query = base.partition("?")   # a SAS query stays at the end of the URL
-    return "/".join([head.rstrip("/"), *parts]) + sep + query
+    azure = _azure(base) if "?" in base else None
+    if azure is not None:
+        # A SAS in the query is remembered for its container and dropped from the URL, so
+        # joined paths never carry it (nor break when a suffix like ".bin" is appended).
+        base = azure.absorb_sas(base)
+    return "/".join([base.rstrip("/"), *parts])
 
 
 def glob(pattern: str) -> list[str]:

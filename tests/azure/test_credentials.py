@@ -219,3 +219,15 @@ def test_secret_environment_is_json_of_what_flags_and_urls_gave(azurite, contain
     sas = azurite.container_sas(container)
     azure.configure_from_options({"azure_sas_token": sas}, paths=[azurite.url(container, "e")])
     assert json.loads(os.environ[azure.SECRETS_ENV])["sas"] == {"": sas}
+
+
+def test_prepare_argv_leaves_no_secret_in_argv(azurite, container):
+    sas = azurite.container_sas(container)
+    url = azurite.url(container, "in")
+    argv = [f"--input={url}?{sas}", "--output", f"{url}/o?{sas}", "--tokenizer-type", "HF",
+            "--azure-sas-token", sas, "--append-eod"]
+    clean, secrets = azure.prepare_argv(argv)
+    assert clean == [f"--input={url}", "--output", f"{url}/o", "--tokenizer-type", "HF",
+                     "--append-eod"]
+    assert secrets == {"azure_sas_token": sas}
+    assert azure._secrets.sas_by_scope[f"devstoreaccount1/{container}"] == sas
