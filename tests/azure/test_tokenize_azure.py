@@ -122,7 +122,8 @@ def test_no_secret_in_any_output_or_log(azurite, container, on_azure, local_run,
     args = _argv(f"{on_azure['corpus']}?{sas}", f"{on_azure['output']}?{sas}", tokenizer)
     args[args.index("--log-interval") + 1] = "50"   # progress lines too
     if entry == "hook":
-        args += ["--azure-sas-token", sas]
+        # two worker processes: the SAS reaches them through the inherited environment only
+        args += ["--azure-sas-token", sas, "--workers", "2"]
         cmd = [sys.executable, "-c", _WITH_AZURE_HOOK, *args]
     else:
         cmd = [sys.executable, "-m", "pipelines.tokenize", *args]
