@@ -1,4 +1,4 @@
-"""``python -m pipelines.count --input GLOB [--input GLOB ...] [--rename]``: count and name datasets.
+"""``python -m pipelines.count --input GLOB [--rename]``: count (and name) Megatron datasets.
 
 For every Megatron dataset matched (made by tokenbeam, Megatron's own tools or anything else) it
 reads only the ``.idx`` header and its sequence-lengths array: documents = D - 1, sequences = N,
@@ -100,7 +100,8 @@ def plan(prefixes: list[str], *, rename: bool) -> list[Row]:
         try:
             counts = count_dataset(prefix)
         except (indexed.FormatError, FileNotFoundError) as exc:
-            rows.append(Row(None, prefix, f"DAMAGED {exc}; run python -m pipelines.validate", False))
+            rows.append(Row(None, prefix, f"DAMAGED {exc}; run python -m pipelines.validate",
+                            False))
             continue
         named = naming.parse_counts(counts.name)
         have = (counts.documents, counts.sequences, counts.tokens)

@@ -1,4 +1,4 @@
-"""``python -m pipelines.merge --input GLOB [--input GLOB ...] --output PREFIX``: one dataset from many.
+"""``python -m pipelines.merge --input GLOB --output PREFIX``: one Megatron dataset from many.
 
 Concatenates Megatron datasets, streaming (:func:`dataio.indexed.merge`: the ``.bin`` is copied
 in chunks and the index arrays are spilled, so memory does not grow with the data).

@@ -1,4 +1,4 @@
-"""``python -m pipelines.reshard``: merge small and split large JSONL/Parquet files into JSONL shards.
+"""``python -m pipelines.reshard``: merge small and split large JSONL/Parquet files into shards.
 
     python -m pipelines.reshard --input GLOB [--input GLOB ...] --output DIR --target-size 1GB
         --name-template "{language}_{domain}_{subdomain}_split_{split:05d}"
@@ -99,7 +99,8 @@ def discover(patterns: list[str]) -> list[tuple[str, int]]:
             paths = [pattern]
         else:
             raise rs.ReshardError(f"--input {pattern}: no such file or folder")
-        paths = [p for p in paths if os.path.basename(p).lower().endswith(readers.SUPPORTED_SUFFIXES)
+        paths = [p for p in paths
+                 if os.path.basename(p).lower().endswith(readers.SUPPORTED_SUFFIXES)
                  and not os.path.basename(p).startswith(".")]
         if not paths:
             raise rs.ReshardError(f"--input {pattern}: matches no input file "
@@ -187,8 +188,8 @@ def print_plan(job: ReshardJob, out=None) -> None:
         other = [s for s in sources if s.format != "jsonl"]
         first = rs.format_name(job.plan.template, dict(fields), 0, job.plan.extension)
         estimate = f"~{math.ceil(plain / job.target)} shard(s)" if not other else \
-            f"{math.ceil(plain / job.target)}+ shard(s) (sizes of {len(other)} compressed/Parquet " \
-            "input(s) are measured during the run)"
+            f"{math.ceil(plain / job.target)}+ shard(s) (sizes of {len(other)} compressed or " \
+            "Parquet input(s) are measured during the run)"
         print(f"  {first}: {len(sources)} input(s), {sum(s.size for s in sources)} bytes on "
               f"storage, {estimate}", file=out)
         for s in sources:

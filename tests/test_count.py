@@ -5,7 +5,6 @@ import shutil
 
 import fsspec
 import numpy as np
-import pytest
 
 from conftest import read_pair
 from dataio import indexed

@@ -31,7 +31,8 @@ def test_merge_equals_writing_all_documents_at_once(tmp_path, capsys):
     everything = [doc for name in ORDER for doc in PARTS[name]]
     reference = str(tmp_path / "reference")
     indexed.write_documents(reference, everything, dtype=np.uint16)
-    assert merge.run(["--input", str(parts / "*.idx"), "--output", str(tmp_path / "out/en_web")]) == 0
+    assert merge.run(["--input", str(parts / "*.idx"),
+                      "--output", str(tmp_path / "out" / "en_web")]) == 0
     merged = str(tmp_path / "out" / "en_web_dc=6_sc=5_tc=8")
     assert read_pair(merged) == read_pair(reference)
     assert sorted(os.listdir(tmp_path / "out")) == ["en_web_dc=6_sc=5_tc=8.bin",
@@ -116,7 +117,8 @@ def test_fsspec_urls(tmp_path):
         assert merge.run(["--input", "memory://merge-test/in/*.bin",
                           "--output", "memory://merge-test/out/en_web"]) == 0
         assert sorted(mem.ls("/merge-test/out", detail=False)) == [
-            "/merge-test/out/en_web_dc=6_sc=5_tc=8.bin", "/merge-test/out/en_web_dc=6_sc=5_tc=8.idx"]
+            "/merge-test/out/en_web_dc=6_sc=5_tc=8.bin",
+            "/merge-test/out/en_web_dc=6_sc=5_tc=8.idx"]
         local = str(tmp_path / "local")
         merge.run(["--input", str(parts), "--output", local, "--no-counts"])
         assert mem.cat("/merge-test/out/en_web_dc=6_sc=5_tc=8.bin") == read_pair(local)[0]
@@ -145,4 +147,5 @@ def test_merge_of_tokenized_shards_equals_tokenizing_the_concatenation(corpus_di
     (merged,) = [n[:-4] for n in os.listdir(tmp_path / "merged")
                  if n.endswith(".idx")]
     assert merged == whole  # same counts in the name
-    assert read_pair(str(tmp_path / "merged" / merged)) == read_pair(str(tmp_path / "whole" / whole))
+    assert read_pair(str(tmp_path / "merged" / merged)) == \
+        read_pair(str(tmp_path / "whole" / whole))

@@ -212,9 +212,9 @@ def compute_blend(shards: Iterable[Shard], *, ratios: Ratios, lang_prob: Mapping
     if missing:
         n_excl = sum(is_excluded.values())
         hint = f" ({n_excl} shard(s) excluded by {src['exclude']})" if n_excl else ""
-        raise BlendError(f"{src['lang_prob']} lists language(s) {', '.join(map(repr, missing))} but "
-                         f"no shard has that language{hint}; remove them from {src['lang_prob']} "
-                         "or add their shards")
+        raise BlendError(f"{src['lang_prob']} lists language(s) "
+                         f"{', '.join(map(repr, missing))} but no shard has that language{hint}; "
+                         f"remove them from {src['lang_prob']} or add their shards")
 
     status: dict[str, tuple[str, Fraction | None]] = {}
     for s in shards:
