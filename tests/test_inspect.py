@@ -132,3 +132,21 @@ def test_decode_defaults_to_the_recorded_tokenizer(output, tmp_path, capsys):
                                                                       "model": tok_dir}}))
     assert inspect_cli.run([str(tmp_path), "--decode", "1"]) == 0
     assert _decoded(capsys.readouterr().out) == {0: "Recorded tokenizer."}
+
+
+def test_fsspec_url_gives_the_same_table(output, capsys):
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    for name in os.listdir(output["out"]):
+        path = os.path.join(output["out"], name)
+        if os.path.isfile(path):
+            fs.pipe(f"/inspect-test/{name}", open(path, "rb").read())
+    try:
+        assert inspect_cli.run([output["out"]]) == 0
+        local = capsys.readouterr().out
+        assert inspect_cli.run(["memory:///inspect-test"]) == 0
+        remote = capsys.readouterr().out
+    finally:
+        fs.rm("/inspect-test", recursive=True)
+    assert remote.splitlines()[:7] == local.splitlines()[:7]
