@@ -219,16 +219,19 @@ def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRec
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
     """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
     that starts before ``end``. Line numbers count from ``first_line`` (None = unknown)."""
-    pending = b""
+    pending: list[bytes] = []  # pieces of a line longer than one block (joined once)
     offset = base
     line_no = first_line
     while True:
         block = f.read(_BLOCK)
         if not block:
             break
-        data = pending + block if pending else block
+        if b"\n" not in block:
+            pending.append(block)
+            continue
+        data = b"".join(pending) + block if pending else block
         lines = data.split(b"\n")
-        pending = lines.pop()
+        pending = [lines.pop()]
         for line in lines:
             if end is not None and offset >= end:
                 return
@@ -236,8 +239,9 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
             offset += len(line) + 1
             if line_no is not None:
                 line_no += 1
-    if pending and (end is None or offset < end):
-        yield RawRecord(pending, line_no, offset)
+    last = b"".join(pending)
+    if last and (end is None or offset < end):
+        yield RawRecord(last, line_no, offset)
 
 
 def line_number_at(path: str, offset: int) -> int:

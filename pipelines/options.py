@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions,
-                                                  StandardOptions)
+                                                  WorkerOptions, StandardOptions)
 
 from transforms import tokenizer as tk
 
@@ -159,6 +159,10 @@ def _local_runner(options: PipelineOptions) -> None:
         if workers > 1:
             direct.direct_running_mode = "multi_processing"
             direct.direct_num_workers = workers
+            # worker processes log every gRPC step at INFO; keep their stderr to progress lines
+            worker = options.view_as(WorkerOptions)
+            if worker.default_sdk_harness_log_level is None:
+                worker.default_sdk_harness_log_level = "WARNING"
         else:
             direct.direct_running_mode = "in_memory"
 

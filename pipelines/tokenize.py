@@ -163,7 +163,8 @@ def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
     return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens"
 
 
-def print_plan(job: Job, out=sys.stdout) -> None:
+def print_plan(job: Job, out=None) -> None:
+    out = out or sys.stdout
     tokenizer = tk.load_tokenizer(job.spec)
     print(f"tokenizer: {job.spec.kind} {job.spec.model or job.spec.vocab_file} "
           f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
@@ -283,7 +284,8 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=sys.stdout) -> None:
+def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=None) -> None:
+    out = out or sys.stdout
     written = [r for r in results if r.failed is None]
     docs_ = sum(r.counts.documents for r in written)
     toks = sum(r.counts.tokens for r in written)

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from typing import Sequence
 
 import numpy as np
@@ -107,8 +108,46 @@ def _read_text(path: str) -> str:
         return f.read().decode("utf-8")
 
 
+# Texts longer than this are cut into pieces before tokenizing (see split_long_text), and one
+# tokenizer call never gets more than CALL_CHARS characters: tokenizers keep tens of bytes of
+# alignment state per input byte, so a 100 MB document in one call would need gigabytes.
+LONG_TEXT = 1 << 20
+CALL_CHARS = 4 << 20
+_WINDOW = 200
+_CUT_CANDIDATE = re.compile(r"(?<=\S)\s(?=\S)|(?<=[。！？.!?\n])(?=\S)")
+
+
+def split_long_text(text: str, encode_one, *, chunk: int = LONG_TEXT) -> list[str]:
+    """Cut ``text`` into pieces of about ``chunk`` characters at points where tokenizing the pieces
+    separately gives exactly the ids of tokenizing the whole.
+
+    Candidates are single whitespace between non-space characters, or just after a sentence end.
+    A candidate is taken only if ``encode_one`` gives the same ids for a window of text around it
+    whole as for the window's two halves: tokenizers apply their model within pre-tokens, so a
+    cut on a pre-token boundary that leaves the local ids unchanged leaves all ids unchanged.
+    Text with no acceptable cut (e.g. one enormous word) stays whole.
+    """
+    pieces, start, n = [], 0, len(text)
+    while n - start > chunk + chunk // 2:
+        cut = None
+        for tries, m in enumerate(_CUT_CANDIDATE.finditer(text, start + chunk)):
+            p = m.start()
+            left, right = text[max(p - _WINDOW, 0):p], text[p:p + _WINDOW]
+            if list(encode_one(left + right)) == list(encode_one(left)) + list(encode_one(right)):
+                cut = p
+                break
+            if tries >= 64 or p > start + 2 * chunk:
+                break
+        if cut is None:
+            break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
 class Tokenizer:
-    """The batch interface every backend implements."""
+    """The batch interface every backend implements: subclasses provide ``_encode_plain``."""
 
     name = "reference"
     library = ""
@@ -116,10 +155,44 @@ class Tokenizer:
     vocab_size: int
     eod: int | None
     bos: int | None = None
+    can_cut = True  # whether long texts may be tokenized in pieces (False when specials are added)
+
+    def _encode_plain(self, texts: list[str]) -> list:
+        """One id sequence per text, in one tokenizer call."""
+        raise NotImplementedError
+
+    def _encode_one(self, text: str):
+        return self._encode_plain([text])[0]
 
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of every text, concatenated, and each text's id count."""
-        raise NotImplementedError
+        pieces, owner = [], []
+        for i, text in enumerate(texts):
+            if len(text) > LONG_TEXT and self.can_cut:
+                parts = split_long_text(text, self._encode_one)
+            else:
+                parts = [text]
+            pieces.extend(parts)
+            owner.extend([i] * len(parts))
+        id_parts, length_parts = [], []
+        call, call_chars = [], 0
+        for piece in pieces + [None]:
+            if piece is None or (call and call_chars + len(piece) > CALL_CHARS):
+                ids, lengths = _flatten(self._encode_plain(call)) if call else (
+                    np.empty(0, np.int64), np.empty(0, np.int64))
+                id_parts.append(ids)
+                length_parts.append(lengths)
+                call, call_chars = [], 0
+            if piece is not None:
+                call.append(piece)
+                call_chars += len(piece)
+        ids = np.concatenate(id_parts)
+        piece_lengths = np.concatenate(length_parts)
+        if len(pieces) == len(texts):
+            return ids, piece_lengths
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        np.add.at(lengths, np.asarray(owner, dtype=np.int64), piece_lengths)
+        return ids, lengths
 
     def decode(self, ids) -> str:
         raise NotImplementedError
@@ -149,6 +222,7 @@ class HuggingFaceTokenizer(Tokenizer):
         self.library_version = tokenizers.__version__
         self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
         self._special = spec.add_special_tokens
+        self.can_cut = not self._special  # specials would be added to every piece
         config = self._config(folder)
         self.eod = self._token_id(config.get("eos_token"))
         self.bos = self._token_id(config.get("bos_token"))
@@ -169,11 +243,8 @@ class HuggingFaceTokenizer(Tokenizer):
     def backend(self):
         return self._tok
 
-    def encode_batch(self, texts):
-        encodings = self._tok.encode_batch_fast(list(texts), add_special_tokens=self._special) \
-            if hasattr(self._tok, "encode_batch_fast") else \
-            self._tok.encode_batch(list(texts), add_special_tokens=self._special)
-        return _flatten([e.ids for e in encodings])
+    def _encode_plain(self, texts):
+        return [e.ids for e in self._tok.encode_batch_fast(texts, add_special_tokens=self._special)]
 
     def decode(self, ids):
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
@@ -195,11 +266,15 @@ class SentencePieceTokenizer(Tokenizer):
         self.bos = self._sp.bos_id() if self._sp.bos_id() >= 0 else None
         self._prepend_bos = spec.add_special_tokens and self.bos is not None
 
+    def _encode_plain(self, texts):
+        return self._sp.encode(texts)
+
     def encode_batch(self, texts):
-        id_lists = self._sp.encode(list(texts))
-        if self._prepend_bos:
-            id_lists = [[self.bos, *ids] for ids in id_lists]
-        return _flatten(id_lists)
+        ids, lengths = super().encode_batch(texts)
+        if not self._prepend_bos or not len(lengths):
+            return ids, lengths
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        return np.insert(ids, starts, self.bos), lengths + 1
 
     def decode(self, ids):
         return self._sp.decode([int(i) for i in ids])
@@ -238,8 +313,8 @@ class NullTokenizer(Tokenizer):
         self.vocab_size = spec.vocab_size
         self.eod = spec.vocab_size - 1
 
-    def encode_batch(self, texts):
-        return _flatten([[int(t) for t in text.split()] for text in texts])
+    def _encode_plain(self, texts):
+        return [[int(t) for t in text.split()] for text in texts]
 
     def decode(self, ids):
         return " ".join(str(int(i)) for i in ids)

@@ -1,0 +1,46 @@
+"""Tokenizer layer: long texts cut into pieces give exactly the ids of the whole text."""
+
+import numpy as np
+import pytest
+
+from pipelines import demo
+from transforms import tokenizer as tk
+
+
+@pytest.fixture(scope="module")
+def long_text():
+    docs = [d["text"] for d in demo.documents(5, 600)]
+    return "\n\n".join(docs) + "  trailing  spaces\t\t and  runs   of   blanks " * 50
+
+
+def test_hf_pieces_equal_whole(hf_tokenizer, long_text):
+    tok = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    pieces = tk.split_long_text(long_text, tok._encode_one, chunk=5000)
+    assert len(pieces) > 10 and "".join(pieces) == long_text
+    whole = tok._encode_one(long_text)
+    assert [i for p in pieces for i in tok._encode_one(p)] == list(whole)
+
+
+def test_sentencepiece_pieces_equal_whole(long_text, tmp_path):
+    model = demo.train_sentencepiece(long_text.split("\n\n")[:300], str(tmp_path / "sp"),
+                                     vocab_size=900)
+    tok = tk.load_tokenizer(tk.TokenizerSpec("SentencePieceTokenizer", model=model))
+    pieces = tk.split_long_text(long_text, tok._encode_one, chunk=5000)
+    assert len(pieces) > 10
+    assert [i for p in pieces for i in tok._encode_one(p)] == list(tok._encode_one(long_text))
+
+
+def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
+    tok = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    texts = ["short one", long_text, "", long_text[:777]]
+    expected = [tok._encode_one(t) for t in texts]
+    monkeypatch.setattr(tk, "LONG_TEXT", 4000)  # force cutting and several bounded calls
+    monkeypatch.setattr(tk, "CALL_CHARS", 20000)
+    ids, lengths = tok.encode_batch(texts)
+    assert lengths.tolist() == [len(e) for e in expected]
+    assert ids.tolist() == [i for e in expected for i in e]
+
+
+def test_no_cut_inside_a_word():
+    text = "x" * 50_000
+    assert tk.split_long_text(text, lambda s: [len(s)], chunk=1000) == [text]
