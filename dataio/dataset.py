@@ -27,6 +27,7 @@ dropped and windows may span shard boundaries. Contract:
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import math
@@ -125,26 +126,30 @@ class Shard:
         starts[inside] = pointers[seq[inside]] // self.dtype.itemsize
         return starts
 
-    def document_ids(self, start: int, stop: int) -> np.ndarray:
-        """Per token of ``[start, stop)`` (non-empty, inside the shard), its document number.
+    def document_ids(self, start: int, stop: int, offset: int = 0) -> np.ndarray:
+        """Per token of ``[start, stop)`` (non-empty, inside the shard), ``offset`` plus the
+        number of its document in this shard.
 
         Two binary searches over the .idx arrays find the documents of the first and last
         token: 'right' on the pointers picks the last of equal pointers (skipping zero-length
         sequences), 'right' on document_indices the last document starting at or before that
         sequence (skipping empty documents). The documents in between start at the pointer of
-        their first sequence; ``np.repeat`` spreads their numbers over the tokens they own.
+        their first sequence; ``repeat`` spreads their numbers over the tokens they own.
         """
         lengths, pointers, doc_idx = self._arrays or self.arrays()
         size = self.dtype.itemsize
-        seqs = pointers.searchsorted((start * size, (stop - 1) * size), side="right") - 1
-        first, last = (doc_idx.searchsorted(seqs, side="right") - 1).tolist()
+        s0, s1 = pointers.searchsorted((start * size, (stop - 1) * size), side="right").tolist()
+        first, last = doc_idx.searchsorted((s0 - 1, s1 - 1), side="right").tolist()
+        first, last = first - 1, last - 1
         if first == last:  # the common case for long documents: one run
-            return np.full(stop - start, first, dtype=np.int64)
+            return np.full(stop - start, first + offset, dtype=np.int64)
         # Documents first+1..last start inside the window, so their first sequence exists.
-        edges = np.empty(last - first + 2, dtype=np.int64)
-        edges[0], edges[-1] = start, stop
-        edges[1:-1] = pointers[doc_idx[first + 1:last + 1]] // size
-        return np.arange(first, last + 1, dtype=np.int64).repeat(edges[1:] - edges[:-1])
+        starts = pointers[doc_idx[first + 1:last + 1]] // size
+        runs = np.empty(last - first + 1, dtype=np.int64)
+        runs[0] = starts[0] - start
+        runs[1:-1] = starts[1:] - starts[:-1]
+        runs[-1] = stop - starts[-1]
+        return np.arange(first + offset, last + offset + 1, dtype=np.int64).repeat(runs)
 
     def document_lengths(self) -> np.ndarray:
         """Tokens per document, every document (0 for empty ones)."""
@@ -337,6 +342,8 @@ class TokenDataset:
             ([0], np.cumsum([s.token_count for s in shards]))).astype(np.int64)
         self._doc_starts = np.concatenate(
             ([0], np.cumsum([s.document_count for s in shards]))).astype(np.int64)
+        self._token_start_list = self._token_starts.tolist()
+        self._doc_start_list = self._doc_starts.tolist()
         total_windows = int(self._token_starts[-1]) // self.context_length
         first, stop = window_range if window_range is not None else (0, total_windows)
         if not 0 <= first <= stop <= total_windows:
@@ -379,23 +386,23 @@ class TokenDataset:
         """Tokens ``[start, stop)`` of the whole stream, with their document ids."""
         if stop <= start:
             return Window(np.empty(0, dtype=self.dtype), np.empty(0, dtype=np.int64))
-        k = int(self._token_starts.searchsorted(start, side="right")) - 1
-        base = int(self._token_starts[k])
+        # Python lists + bisect: cheaper than numpy calls for a handful of shards.
+        k = bisect.bisect_right(self._token_start_list, start) - 1
+        base = self._token_start_list[k]
         shard = self.shards[k]
         if stop - base <= shard.token_count:  # inside one shard: no copy of the tokens
-            ids = shard.document_ids(start - base, stop - base)
-            ids += int(self._doc_starts[k])
+            ids = shard.document_ids(start - base, stop - base, self._doc_start_list[k])
             window = Window(shard.tokens(start - base, stop - base), ids)
         else:
             token_parts, id_parts = [], []
             position, j = start, k
             while position < stop:
-                base = int(self._token_starts[j])
+                base = self._token_start_list[j]
                 end = min(stop, base + self.shards[j].token_count)
                 if end > position:
                     token_parts.append(self.shards[j].tokens(position - base, end - base))
-                    id_parts.append(self.shards[j].document_ids(position - base, end - base)
-                                    + int(self._doc_starts[j]))
+                    id_parts.append(self.shards[j].document_ids(position - base, end - base,
+                                                                self._doc_start_list[j]))
                 position = end
                 j += 1
             window = Window(np.concatenate(token_parts), np.concatenate(id_parts))
