@@ -343,19 +343,27 @@ class IndexedDatasetWriter:
 
     def add_index(self, prefix: str) -> None:
         """Append a whole existing dataset (its dtype must equal ours)."""
-        other = IndexedDataset(prefix)
-        if other.dtype != self.dtype:
-            raise ValueError(f"{prefix}: dtype {other.dtype} differs from the output's {self.dtype}")
+        # Only the index is loaded: IndexedDataset would also read a remote .bin whole.
+        raw_idx = fsutil.map_or_read(idx_path(prefix))
+        header = decode_header(bytes(raw_idx[:HEADER_SIZE]))
+        if header.dtype != self.dtype:
+            raise ValueError(f"{prefix}: dtype {header.dtype} differs from the output's "
+                             f"{self.dtype}")
+        n, d = header.sequence_count, header.document_index_count
+        if len(raw_idx) < header.idx_size:
+            raise FormatError(f"{idx_path(prefix)} is {len(raw_idx)} bytes; its header needs "
+                              f"{header.idx_size}")
+        lengths = np.frombuffer(raw_idx, dtype="<i4", count=n, offset=HEADER_SIZE)
         offset = self._lengths.count
-        for start in range(0, other.sequence_count, _CHUNK_ELEMENTS):
-            self._lengths.extend(other.sequence_lengths[start:start + _CHUNK_ELEMENTS])
-        doc_idx = other.document_indices
+        for start in range(0, n, _CHUNK_ELEMENTS):
+            self._lengths.extend(lengths[start:start + _CHUNK_ELEMENTS])
+        doc_idx = np.frombuffer(raw_idx, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n)
         for start in range(1, len(doc_idx), _CHUNK_ELEMENTS):
             self._doc_ends.extend(doc_idx[start:start + _CHUNK_ELEMENTS] + offset)
         with fsutil.open_file(bin_path(prefix), "rb") as src:
             while raw := src.read(_COPY_BYTES):
                 self._bin.write(raw)
-        self._tokens += other.token_count
+        self._tokens += int(lengths.sum(dtype=np.int64))
 
     # -- committing --------------------------------------------------------------------------
 
