@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 
@@ -72,11 +71,7 @@ def load_shards(*, signature: str | None, inputs: list[str] | None,
     shards = []
     for path in paths:
         base = path.rstrip("/").rsplit("/", 1)[-1]
-        if path_prefix:
-            target = fsutil.join(path_prefix, base) if "://" in path_prefix \
-                else os.path.join(path_prefix, base)
-        else:
-            target = path
+        target = fsutil.join(path_prefix, base) if path_prefix else path
         shards.append(blendlib.parse_shard(base, target))
     return shards
 

@@ -236,7 +236,7 @@ def run(argv=None) -> int:
         return 1
     finally:
         fsutil.remove_tree(job.temp_dir)
-    for row in summary:
+    for row in sorted(summary, key=lambda r: r["name"]):
         print(f"{row['name']}  documents={row['documents']} bytes={row['bytes']}")
     print(f"{len(summary)} shards, {sum(r['documents'] for r in summary)} documents, "
           f"{sum(r['bytes'] for r in summary)} bytes -> {job.plan.output}")

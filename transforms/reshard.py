@@ -20,6 +20,12 @@ Contract:
   Planned shards that received no document (possible only when single documents are larger than
   a span) are dropped, and ``split`` numbers the remaining shards of a group 0, 1, 2, ...
 
+Costs: plain JSONL is never read before writing (its size is its offset line). Compressed JSONL
+is decompressed once to measure it, and each shard that starts inside it decompresses it again
+from the beginning (gzip/zstd streams cannot be entered in the middle), so a compressed file that
+spans k shards is decompressed about k/2 + 1 times. Parquet rows are serialised once to measure
+and once to write.
+
 Pure planning functions come first (no Beam, no I/O); the Beam shell and the file reading and
 writing follow.
 """
