@@ -79,3 +79,12 @@ def test_expand_inputs_forms(tmp_path):
     assert signature.expand_inputs([str(folder / NAMES[1])]) == [str(folder / NAMES[1])]
     with pytest.raises(signature.InputError, match="no .bin/.idx datasets match"):
         signature.expand_inputs([str(folder / "zz_*")])
+
+
+def test_file_urls(tmp_path):
+    folder = _folder(tmp_path / "tok")
+    out = tmp_path / "signature.json"
+    assert signature.run(["--input", f"file://{folder}", "--output", f"file://{out}"]) == 0
+    assert json.loads(out.read_text()) == sorted(NAMES)
+    assert [os.path.basename(p) for p in signature.expand_inputs([f"file://{folder}/en_*.idx"])] \
+        == sorted(n for n in NAMES if n.startswith("en_"))
