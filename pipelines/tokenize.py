@@ -86,6 +86,10 @@ def plan(options) -> Job:
     seg.validate_segmentation()
     tok_opts = options.view_as(opts.TokenizerOptions)
     spec = tok_opts.tokenizer_spec()
+    files = readers.discover(io.input)
+    backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
+    print(f"tokenizer backend: {backend} ({why})", file=sys.stderr, flush=True)
+    spec = dataclasses.replace(spec, backend=backend)
     tokenizer = tk.load_tokenizer(spec)
     if tok_opts.append_eod and tokenizer.eod is None:
         raise opts.OptionsError(f"--append-eod: the {spec.kind} at {spec.model} names no "
@@ -108,7 +112,6 @@ def plan(options) -> Job:
                 "lang": config.lang if seg.split_sentences else None,
                 "keep_newlines": config.keep_newlines if seg.split_sentences else None,
                 "dtype": dtype.name}
-    files = readers.discover(io.input)
     shards = []
     for f in files:
         fingerprint = _fingerprint(f, description, settings)
@@ -126,6 +129,28 @@ def plan(options) -> Job:
             key = next(k for k in config.keys if n.endswith(f"_{k}_{level}"))
             shards.append(ShardPlan(n, f.stem, key, f, fingerprint, not redo, why))
     return Job(options, io.output, spec, config, description, dtype, files, shards)
+
+
+def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:
+    """Texts from the start of the first input files (for the tokenizer self-check)."""
+    texts: list[str] = []
+    for f in files[:max_files]:
+        end = min(f.size, 256 << 10) if f.format == "jsonl" else None
+        item = readers.WorkItem(f.path, f.stem, f.format, 0, 0, end,
+                                row_groups=(0,) if f.format == "parquet" else ())
+        taken = 0
+        try:
+            for out in docs.read_documents(item, keys, max_docs=64):
+                if isinstance(out, docs.DocumentBatch):
+                    for values in out.texts.values():
+                        for v in values:
+                            texts.extend([v] if isinstance(v, str) else v)
+                    taken += len(out)
+                if taken >= per_file:
+                    break
+        except (readers.CorruptFileError, OSError):
+            continue  # the run reports unreadable files; the sample just skips them
+    return texts
 
 
 # --- dry run -----------------------------------------------------------------------------------
@@ -247,7 +272,8 @@ def _versions(job: Job) -> dict:
             return None
 
     return {"tokenbeam": version("tokenbeam"), "apache-beam": beam.__version__,
-            "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"]}
+            "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"],
+            job.tokenizer["backend_library"]: job.tokenizer["backend_version"]}
 
 
 def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict) -> dict:

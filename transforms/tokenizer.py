@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -164,6 +165,10 @@ class Tokenizer:
     def _encode_one(self, text: str):
         return self._encode_plain([text])[0]
 
+    def _encode_flat(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """One tokenizer call: concatenated ids and per-text lengths."""
+        return _flatten(self._encode_plain(texts))
+
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of every text, concatenated, and each text's id count."""
         pieces, owner = [], []
@@ -178,7 +183,7 @@ class Tokenizer:
         call, call_chars = [], 0
         for piece in pieces + [None]:
             if piece is None or (call and call_chars + len(piece) > CALL_CHARS):
-                ids, lengths = _flatten(self._encode_plain(call)) if call else (
+                ids, lengths = self._encode_flat(call) if call else (
                     np.empty(0, np.int64), np.empty(0, np.int64))
                 id_parts.append(ids)
                 length_parts.append(lengths)
@@ -320,8 +325,126 @@ class NullTokenizer(Tokenizer):
         return " ".join(str(int(i)) for i in ids)
 
 
+class FastTokenizer(Tokenizer):
+    """gigatoken (Rust) in place of a reference tokenizer's encoder; everything else (vocab size,
+    EOD, BOS, decode) stays the reference's. Only used where :func:`self_check` found identical
+    ids, or where the user forced ``--tokenizer-backend fast`` (still self-checked)."""
+
+    name = "fast"
+    library = "gigatoken"
+
+    def __init__(self, reference: Tokenizer, spec: TokenizerSpec):
+        import gigatoken
+
+        self.reference = reference
+        self.library_version = importlib.metadata.version("gigatoken")
+        if spec.kind in SP_KINDS:
+            with fsutil.open_file(spec.model, "rb") as f:
+                self._g = gigatoken.Tokenizer.from_sentencepiece(f.read())
+        else:  # HF tokenizer.json, or GPT-2 files already assembled as a tokenizers.Tokenizer
+            self._g = gigatoken.Tokenizer(reference.backend)
+        self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
+        self.can_cut = reference.can_cut
+
+    def _encode_plain(self, texts):
+        return self._g.encode_batch_list(texts)
+
+    def _encode_one(self, text):
+        return self._g.encode(text)
+
+    def _encode_flat(self, texts):
+        layout = self._g.encode_batch(texts).layout
+        offsets = np.asarray(layout.offsets.data, dtype=np.int64)
+        ids = np.asarray(layout.content.data)[offsets[0]:offsets[-1]]
+        return ids, np.diff(offsets)
+
+    def encode_batch(self, texts):
+        ids, lengths = super().encode_batch(texts)
+        if isinstance(self.reference, SentencePieceTokenizer) and self.reference._prepend_bos \
+                and len(lengths):
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            return np.insert(ids.astype(np.int64), starts, self.bos), lengths + 1
+        return ids, lengths
+
+    def decode(self, ids):
+        return self.reference.decode(ids)
+
+
+# Text that tends to break tokenizer re-implementations: every script, emoji with ZWJ and skin
+# tones, flags, combining marks, whitespace runs, tabs, control characters, CRLF, very long
+# words, digits, code. Always part of the self-check, next to a sample of the real input.
+ADVERSARIAL = [
+    "", " ", "  ", "\t", "\n", "\r\n", "a  b\t\tc \n\n d", "   leading", "trailing   ",
+    "The quick brown fox. It's 3.14159 — isn't it? I'll, we've, they'd.",
+    "Straße größer Ärger café naïve façade", "Москва́ ёжик Ъ", "مرحبا بالعالم، كيف حالك؟",
+    "你好，世界。日本語のテキスト、カタカナ！", "한국어 텍스트", "हिन्दी पाठ ।", "ไทย ภาษา", "עברית",
+    "👩‍👩‍👧‍👦 👍🏽 🏳️‍🌈 🇩🇪🇯🇵 ❤️ e\u0301 n\u0303", "\u0000\u0001\u0007\u001b[0m\u007f\u0085",
+    "\u200b\u200d\ufeff\u2028\u2029\u00a0 nbsp", "x" * 5000, "ab" * 3000 + " " + "9" * 700,
+    "def f(x):\n\treturn x**2  # comment\n\n\nclass A: pass\r\n",
+    "{\"json\": [1, 2.5e-3, null], 'q': \"\\\\n\"}", "<|endoftext|> literal special text",
+    "1234567890 12 345 6789 0.000001", "ＡＢＣ ｱｲｳ ①②③ ﬁ ﬀ", "\U0001F600" * 50,
+]
+
+
+def self_check(fast: Tokenizer, reference: Tokenizer, samples: Sequence[str]) -> str | None:
+    """None when ``fast`` gives the reference's ids on every text, else the first difference."""
+    texts = list(ADVERSARIAL) + list(samples)
+    got_ids, got_lengths = fast.encode_batch(texts)
+    want_ids, want_lengths = reference.encode_batch(texts)
+    if np.array_equal(got_lengths, want_lengths) and np.array_equal(
+            np.asarray(got_ids, dtype=np.int64), np.asarray(want_ids, dtype=np.int64)):
+        return None
+    starts = np.concatenate([[0], np.cumsum(want_lengths)])
+    fast_starts = np.concatenate([[0], np.cumsum(got_lengths)])
+    for i, text in enumerate(texts):
+        want = want_ids[starts[i]:starts[i + 1]].tolist()
+        got = got_ids[fast_starts[i]:fast_starts[i + 1]].tolist()
+        if want != got:
+            return f"text {i} ({text[:40]!r}...): fast {got[:8]}... != reference {want[:8]}..."
+    return "outputs differ"
+
+
+def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, str]:
+    """The backend to run (``fast`` or ``reference``) and why, for ``spec.backend`` auto/fast/
+    reference. Raises TokenizerConfigError when ``fast`` was demanded but cannot be exact."""
+    if spec.backend == "reference":
+        return "reference", "--tokenizer-backend reference"
+    reference = load_tokenizer(dataclasses.replace(spec, backend="reference"))
+    why_not = None
+    if spec.kind in NULL_KINDS:
+        why_not = "NullTokenizer has no fast backend"
+    elif spec.add_special_tokens and spec.kind in HF_KINDS + GPT2_KINDS:
+        why_not = "--add-special-tokens is only supported by the reference backend"
+    else:
+        try:
+            fast = FastTokenizer(reference, spec)
+        except ImportError:
+            why_not = "gigatoken is not installed (pip install 'tokenbeam[fast]')"
+        except Exception as exc:  # noqa: BLE001 - any load failure means "not supported"
+            why_not = f"gigatoken does not support this tokenizer ({type(exc).__name__}: {exc})"
+        else:
+            why_not = self_check(fast, reference, samples)
+            if why_not:
+                why_not = f"self-check found different ids: {why_not}"
+    if why_not is None:
+        return "fast", f"gigatoken gave identical ids on {len(ADVERSARIAL)} adversarial texts " \
+                       f"and {len(samples)} input samples"
+    if spec.backend == "fast":
+        raise TokenizerConfigError(f"--tokenizer-backend fast: {why_not}; use auto or reference")
+    return "reference", why_not
+
+
 def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
-    """Build the tokenizer (on a worker: call from ``DoFn.setup``)."""
+    """Build the tokenizer (on a worker: call from ``DoFn.setup``). ``spec.backend`` must be
+    resolved (``reference`` or ``fast``) by :func:`choose_backend` first; ``auto`` loads the
+    reference."""
+    tok = _load_reference(spec)
+    if spec.backend == "fast":
+        tok = FastTokenizer(tok, spec)
+    return tok
+
+
+def _load_reference(spec: TokenizerSpec) -> Tokenizer:
     if spec.kind in HF_KINDS:
         tok = HuggingFaceTokenizer(spec)
     elif spec.kind in SP_KINDS:
@@ -347,6 +470,8 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,
         "backend": tok.name,
-        "library": tok.library,
-        "library_version": tok.library_version,
+        "library": getattr(tok, "reference", tok).library,
+        "library_version": getattr(tok, "reference", tok).library_version,
+        "backend_library": tok.library,
+        "backend_version": tok.library_version,
     }

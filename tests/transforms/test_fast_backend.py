@@ -1,0 +1,95 @@
+"""The fast (gigatoken) backend: identical ids to the reference, or not used at all."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pipelines import demo
+from transforms import tokenizer as tk
+
+pytest.importorskip("gigatoken", reason="gigatoken (extra 'fast') is not installed")
+
+EXTRA = [
+    json.loads('"lone \\ud800 surrogate escaped in JSON"').encode("utf-8", "surrogatepass")
+    .decode("utf-8", "replace"),  # what survives of it as valid text
+    "word" * 4000, "\t\t\t\tindented\n" * 50, "ZWJ 👨‍👩‍👧 family 🧑🏿‍🚀 astronaut",
+    "mixed العربية and English and 中文 in one line", "\x0b\x0c\x1c\x1d\x1e\x1f",
+]
+
+
+def _texts():
+    return tk.ADVERSARIAL + EXTRA + [d["text"] for d in demo.documents(11, 400)]
+
+
+def _both(spec):
+    ref = tk.load_tokenizer(spec)
+    return tk.FastTokenizer(ref, spec), ref
+
+
+def _assert_same(fast, ref, texts):
+    got_ids, got_len = fast.encode_batch(texts)
+    want_ids, want_len = ref.encode_batch(texts)
+    assert got_len.tolist() == want_len.tolist()
+    assert np.asarray(got_ids, dtype=np.int64).tolist() == np.asarray(want_ids).tolist()
+
+
+def test_hf_byte_level_bpe_identical(hf_tokenizer):
+    fast, ref = _both(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    _assert_same(fast, ref, _texts())
+    assert tk.self_check(fast, ref, ["sample"]) is None
+
+
+def test_sentencepiece_bpe_byte_fallback(tmp_path):
+    """gigatoken matches SentencePiece on ordinary multilingual text, but (0.10.0) drops some C0/C1
+    control characters that SentencePiece keeps as byte-fallback pieces: auto must then refuse."""
+    model = demo.train_sentencepiece([d["text"] for d in demo.documents(3, 800) if d["text"]],
+                                     str(tmp_path / "sp"), vocab_size=1200)
+    spec = tk.TokenizerSpec("SentencePieceTokenizer", model=model)
+    fast, ref = _both(spec)
+    ordinary = [d["text"] for d in demo.documents(12, 400)] + tk.ADVERSARIAL[:19]
+    _assert_same(fast, ref, ordinary)
+    backend, why = tk.choose_backend(dataclass_replace(spec, backend="auto"), ["x y"])
+    if backend == "fast":
+        _assert_same(fast, ref, _texts())
+    else:
+        assert "self-check found different ids" in why
+
+
+def test_auto_falls_back_for_unsupported_models(tmp_path):
+    model = demo.train_sentencepiece([d["text"] for d in demo.documents(4, 800) if d["text"]],
+                                     str(tmp_path / "uni"), vocab_size=1200, model_type="unigram")
+    spec = tk.TokenizerSpec("SentencePieceTokenizer", model=model, backend="auto")
+    backend, why = tk.choose_backend(spec, ["some text"])
+    if backend == "fast":  # supported after all: then it must be exact
+        fast, ref = _both(spec)
+        _assert_same(fast, ref, _texts())
+    else:
+        assert why and backend == "reference"
+        with pytest.raises(tk.TokenizerConfigError, match="--tokenizer-backend fast"):
+            tk.choose_backend(dataclass_replace(spec, backend="fast"), ["some text"])
+
+
+def test_self_check_catches_a_difference(hf_tokenizer):
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer)
+    fast, ref = _both(spec)
+
+    class OffByOne(tk.Tokenizer):
+        def _encode_plain(self, texts):
+            return [[i + 1 for i in ids] for ids in ref._encode_plain(texts)]
+
+    assert "fast" in tk.self_check(OffByOne(), ref, ["abc"])
+
+
+def test_null_and_special_tokens_use_reference(hf_tokenizer):
+    assert tk.choose_backend(tk.TokenizerSpec("NullTokenizer", vocab_size=10, backend="auto"),
+                             [])[0] == "reference"
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer, add_special_tokens=True,
+                            backend="auto")
+    assert tk.choose_backend(spec, [])[0] == "reference"
+
+
+def dataclass_replace(spec, **kw):
+    import dataclasses
+
+    return dataclasses.replace(spec, **kw)
