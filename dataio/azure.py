@@ -306,6 +306,8 @@ def reset() -> None:
         _resolved.clear()
         _credentials.clear()
         _hns.clear()
+        os.environ.pop(PLAN_ENV, None)
+        os.environ.pop(SECRETS_ENV, None)
     from dataio import fs as fsutil
     for protocol in AZURE_PROTOCOLS:
         fsutil.set_storage_options(protocol, {})
@@ -481,16 +483,19 @@ def _install_plan(plan: AzurePlan) -> None:
 
 
 def _current_plan() -> AzurePlan:
+    """The plan of this process: installed by configure, else the one a driver left in the
+    environment (a worker), else the defaults. Adopting one also loads inherited secrets."""
     global _plan
     if _plan is None:
         text = os.environ.get(PLAN_ENV)
         _plan = AzurePlan.from_json(text) if text else AzurePlan(
             default_account=os.environ.get("AZURE_STORAGE_ACCOUNT_NAME"))
+        _load_environment()
     return _plan
 
 
 def _load_environment() -> None:
-    text = os.environ.get(_current_plan().secrets_env)
+    text = os.environ.get(_plan.secrets_env if _plan else SECRETS_ENV)
     if text:
         _secrets.merge_env_json(text)
 
@@ -747,9 +752,6 @@ def filesystem_and_path(url: str):
     if loc is None:
         raise AzurePathError(f"{url} is not an Azure URL")
     with _lock:
-        if _plan is None:
-            _current_plan()
-            _load_environment()
         loc = _with_account(loc)
         if loc.sas:
             _remember_url_sas(loc)
