@@ -23,7 +23,7 @@ random window indices are read by:
 Every method copies the tokens out (``np.array``), so each really reads its bytes. The files were
 just written, so they sit in the page cache: this measures the loader, not the disk. One warm-up
 pass runs first; figures are medians over ``--repeats`` passes of ``--items`` windows
-(``--mask-items`` with masks, which cost O(L^2) each).
+(``--mask-items`` with masks, which cost O(L^2) each), the methods taking turns pass by pass.
 """
 
 from __future__ import annotations
@@ -170,10 +170,14 @@ def run(argv=None) -> int:
             # The same windows for every method: one index array per pass and size.
             passes = {n: [rng.integers(0, len(ds), n) for _ in range(args.repeats)]
                       for n in (args.items, args.mask_items)}
-            results = {}
-            for name, (fn, items) in methods.items():
-                time_pass(fn, rng.integers(0, len(ds), max(10, items // 10)))  # warm-up
-                results[name] = statistics.median(time_pass(fn, idx) for idx in passes[items])
+            for fn, items in methods.values():  # warm-up
+                time_pass(fn, rng.integers(0, len(ds), max(10, items // 10)))
+            # Passes interleave the methods, so load from other processes hits them alike.
+            rates = {name: [] for name in methods}
+            for p in range(args.repeats):
+                for name, (fn, items) in methods.items():
+                    rates[name].append(time_pass(fn, passes[items][p]))
+            results = {name: statistics.median(r) for name, r in rates.items()}
             for name, rate in results.items():
                 ratio = (f"{rate / results[reference[name]]:>5.2f}x" if name in reference
                          else "")

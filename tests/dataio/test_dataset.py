@@ -16,6 +16,8 @@ import threading
 import fsspec
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dataio import dataset as dsmod
 from dataio import indexed as ix
@@ -98,8 +100,10 @@ def test_windows_concatenated_equal_the_token_stream(corpus, context_length):
     np.testing.assert_array_equal(tokens, stream[:len(ds) * context_length])
 
 
-@pytest.mark.parametrize("context_length", [5, 64, 777])
-def test_document_ids_change_exactly_at_idx_boundaries(corpus, context_length):
+@pytest.mark.parametrize("context_length,stride", [(5, 256), (64, 3), (777, 2)])
+def test_document_ids_change_exactly_at_idx_boundaries(corpus, context_length, stride,
+                                                       monkeypatch):
+    monkeypatch.setattr(dsmod._SortedSearch, "STRIDE", stride)  # small: many sample blocks
     ds = get_dataset(corpus["out"], context_length)
     ids = _concat(ds, "document_ids")
     np.testing.assert_array_equal(ids, corpus["doc_of_token"][:len(ids)])
@@ -119,6 +123,18 @@ def test_windows_span_shard_boundaries(corpus):
     assert i * 128 < first_shard_tokens < (i + 1) * 128
     assert window.document_ids[0] < 60 <= window.document_ids[-1] - 2  # 2 empty docs between
     np.testing.assert_array_equal(window.token_ids, corpus["stream"][i * 128:(i + 1) * 128])
+
+
+@given(st.lists(st.integers(0, 40), max_size=60), st.integers(-2, 45), st.integers(1, 5))
+def test_sorted_search_matches_numpy(values, x, stride):
+    values = np.sort(np.asarray(values, dtype=np.int64))
+    raw = bytearray(2 + 8 * len(values))  # unaligned, like the arrays of an .idx
+    unaligned = np.frombuffer(raw, dtype="<i8", offset=2)
+    unaligned[:] = values
+    search = dsmod._SortedSearch(unaligned)
+    search.STRIDE = stride
+    search.sample = np.ascontiguousarray(unaligned[::stride])
+    assert search.right(x) == int(np.searchsorted(values, x, side="right"))
 
 
 def _reference_mask(ids):
