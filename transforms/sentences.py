@@ -1,0 +1,400 @@
+"""Sentence splitting for ``--split-sentences``: text -> the sentence texts to tokenize.
+
+Contract
+--------
+``make_splitter(splitter=, lang=, keep_newlines=)`` is called once per worker (it may load
+models) and returns ``split(text) -> list[str]``. Each returned string is tokenized as one
+sequence, in order. Empty sentences are never returned, so an empty or blank document gives
+``[]`` (the pipeline keeps it as an empty document). Nothing inside a sentence is rewritten:
+newlines, tabs and repeated spaces within a sentence stay as they are.
+
+Splitters (``SPLITTERS``):
+
+``auto`` / ``sentencex`` (default, offline, no data files)
+    wikimedia's ``sentencex`` (rule based, written in Rust, ~300 languages with fallbacks;
+    abbreviations, quotes and CJK / Arabic / Devanagari terminators). ``lang`` picks its rules.
+    - ``keep_newlines=False``: every sentence is stripped of surrounding whitespace; the
+      whitespace between sentences (spaces, newlines, blank lines) is dropped.
+    - ``keep_newlines=True``: the whitespace after a sentence (newlines included) stays at the
+      end of that sentence, the document's leading whitespace stays at the start of the first,
+      and only the document's trailing whitespace is dropped. So ``"".join(sentences) ==
+      text.rstrip()``: the same shape as Megatron's ``--keep-newlines``.
+    Long input is cut by :func:`chunk_long_text` first (at most 100,000 characters per chunk,
+    at paragraph, then sentence, then whitespace boundaries) and whitespace-free runs longer
+    than 512 characters (CJK paragraphs) are cut after a terminator outside brackets/quotes,
+    because sentencex's cost grows with (terminators x run length). A cut is a sentence
+    boundary; in ordinary text the cuts fall where sentencex splits anyway.
+
+``nltk`` (Megatron-LM parity)
+    Exactly ``tools/preprocess_data.py --split-sentences`` of Megatron-LM: NLTK punkt with the
+    model for ``lang``; with ``keep_newlines`` the punkt language variables Megatron defines
+    (``CustomLanguageVars``: whitespace after a sentence end belongs to the sentence); the text
+    is cut into 1,000,000-character windows before splitting, as Megatron does. Sentences are
+    punkt's slices unchanged (Megatron strips nothing and collapses nothing: without
+    ``keep_newlines`` the whitespace between sentences is dropped, a document's leading
+    whitespace stays in its first sentence). Only zero-length sentences are dropped (Megatron
+    drops sentences with no tokens after tokenizing; the pipeline does that too). Punkt's
+    output depends on the NLTK version (3.8.2 rewrote its boundary search), so parity holds
+    against Megatron run with the same NLTK.
+    The model: ``lang`` a language name or ISO code resolved to
+    ``tokenizers/punkt_tab/<name>/`` on NLTK's data path (``NLTK_DATA``), or ``lang`` a path to
+    a punkt_tab directory or to a legacy ``.pickle`` model (loaded with NLTK's allow-listed
+    unpickler). Nothing is ever downloaded: missing data raises
+    :class:`SplitterUnavailableError` saying how to install it.
+
+``lang`` accepts NLTK/Megatron names (``english``, ``german``, ...) and ISO 639 codes
+(``en``, ``de``, ``ar``, ``zh``, ``ja``, ``ru``, ``fr``, ``pt-BR`` -> ``pt``). Unknown splitter
+or language names raise ``ValueError`` listing the accepted ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Callable
+
+SPLITTERS = ("auto", "sentencex", "nltk")
+DEFAULT_SPLITTER = "sentencex"  # what "auto" means
+MAX_CHUNK_CHARS = 100_000
+MEGATRON_WINDOW_CHARS = 1_000_000  # Megatron's Encoder.split max_len
+MAX_RUN_CHARS = 512
+
+# NLTK punkt model names (Megatron's --lang values) and the other languages we name, to ISO 639-1.
+LANGUAGE_CODES = {
+    "arabic": "ar", "bengali": "bn", "bulgarian": "bg", "catalan": "ca", "chinese": "zh",
+    "croatian": "hr", "czech": "cs", "danish": "da", "dutch": "nl", "english": "en",
+    "estonian": "et", "finnish": "fi", "french": "fr", "german": "de", "greek": "el",
+    "hebrew": "he", "hindi": "hi", "hungarian": "hu", "indonesian": "id", "italian": "it",
+    "japanese": "ja", "korean": "ko", "latvian": "lv", "lithuanian": "lt", "malayalam": "ml",
+    "marathi": "mr", "norwegian": "no", "persian": "fa", "polish": "pl", "portuguese": "pt",
+    "romanian": "ro", "russian": "ru", "serbian": "sr", "slovak": "sk", "slovene": "sl",
+    "spanish": "es", "swedish": "sv", "tamil": "ta", "thai": "th", "turkish": "tr",
+    "ukrainian": "uk", "urdu": "ur", "vietnamese": "vi",
+}
+_NAME_OF_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
+_ISO_CODE = re.compile(r"([a-z]{2,3})(?:-[a-z0-9]+)*")
+_MODEL_NAME = re.compile(r"[a-z][a-z0-9_-]*")
+
+
+class SplitterUnavailableError(RuntimeError):
+    """The chosen splitter's package or model data is not installed (the message says how)."""
+
+
+def check_splitter_options(*, splitter: str, lang: str) -> None:
+    """Cheap validation of ``--sentence-splitter``/``--lang`` (no imports, no model loading):
+    raises ``ValueError`` naming the flag and the accepted values."""
+    name = _splitter_name(splitter)
+    if name == "nltk":
+        if not _looks_like_path(lang):
+            _punkt_model_name(lang)
+    else:
+        _iso_code(lang)
+
+
+def make_splitter(*, splitter: str = "auto", lang: str = "english",
+                  keep_newlines: bool = False) -> Callable[[str], list[str]]:
+    """Build the ``split(text) -> list[str]`` function described in the module docstring."""
+    name = _splitter_name(splitter)
+    if name == "nltk":
+        return _nltk_splitter(lang, keep_newlines=keep_newlines)
+    return _sentencex_splitter(_iso_code(lang), keep_newlines=keep_newlines)
+
+
+# --- long text -------------------------------------------------------------------------------
+
+_CLOSERS = "\"'”’»)\\]}」』）】》〉〕］｝›"
+_TERMINATORS = ".!?…。！？｡؟۔।॥"
+_CJK_TERMINATORS = "。！？｡"  # end a sentence with no space after them
+# Searched in the *reversed* window, so the first match is the boundary nearest the window end;
+# each match starts (in reverse) where the cut goes.
+_REV_PARAGRAPH = re.compile(r"\s*\n[^\S\n]*\n")
+_REV_SENTENCE = re.compile(rf"\s+[{re.escape(_CLOSERS)}]*[{re.escape(_TERMINATORS)}]"
+                           rf"|[{re.escape(_CLOSERS)}]*[{_CJK_TERMINATORS}]")
+_REV_SPACE = re.compile(r"\s+")
+_REV_LEVELS = (_REV_PARAGRAPH, _REV_SENTENCE, _REV_SPACE)
+_NEXT_BOUNDARY = re.compile(rf"\s+|[{_CJK_TERMINATORS}]+[{re.escape(_CLOSERS)}]*")
+
+
+def chunk_long_text(text: str, *, max_chars: int = MAX_CHUNK_CHARS) -> list[str]:
+    """Cut ``text`` into chunks of at most ``max_chars`` characters whose concatenation is
+    ``text``. Each cut is the last paragraph break (blank line), else the last sentence end
+    (terminator + whitespace, or a CJK terminator), else the last whitespace in the upper half
+    of the window; failing those, the last such boundary anywhere in the window. A window with
+    no whitespace and no CJK terminator at all is unsplittable: its chunk runs on to the next
+    boundary (so it may exceed ``max_chars``). Time is linear in ``len(text)``; ``""`` -> []."""
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be at least 1, got {max_chars}")
+    if len(text) <= max_chars:
+        return [text] if text else []
+    chunks, pos, end = [], 0, len(text)
+    while end - pos > max_chars:
+        cut = _find_cut(text, pos, pos + max_chars)
+        chunks.append(text[pos:cut])
+        pos = cut
+    if pos < end:
+        chunks.append(text[pos:])
+    return chunks
+
+
+def _find_cut(text: str, start: int, stop: int) -> int:
+    # Prefer the upper half so chunks stay large and the number of cuts stays ~len/max_chars.
+    half = start + (stop - start) // 2
+    for lo in (half, start):
+        window = text[lo:stop][::-1]
+        for pattern in _REV_LEVELS:
+            m = pattern.search(window)
+            if m:
+                return stop - m.start()
+    m = _NEXT_BOUNDARY.search(text, stop)
+    return m.end() if m else len(text)
+
+
+# --- sentencex -------------------------------------------------------------------------------
+
+# Whitespace-free runs; the lookbehind anchors each try at a run start, keeping the scan linear.
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{MAX_RUN_CHARS},}}")
+_RUN_TERMINATORS = _CJK_TERMINATORS + "!?؟।"
+_OPEN_QUOTES = "“「『（(《〈【〔［｛«"
+_CLOSE_QUOTES = "”」』）)》〉】〕］｝»"
+# One character class (several times faster in `re` than alternatives); sorted out in Python.
+_RUN_MARK = re.compile(f"[{re.escape(_RUN_TERMINATORS + _OPEN_QUOTES + _CLOSE_QUOTES)}]")
+
+
+def _bound_runs(chunk: str) -> list[str]:
+    """``chunk`` cut inside whitespace-free runs longer than MAX_RUN_CHARS, after terminators
+    (with their closing quotes) outside brackets/quotes, where sentencex splits too; pieces
+    stay under MAX_RUN_CHARS where such terminators allow. Concatenation is ``chunk``."""
+    if not _LONG_RUN.search(chunk):
+        return [chunk]
+    cuts: list[int] = []
+    for run in _LONG_RUN.finditer(chunk):
+        _cuts_in_run(chunk, run.start(), run.end(), cuts)
+    pieces, prev = [], 0
+    for cut in cuts:
+        pieces.append(chunk[prev:cut])
+        prev = cut
+    pieces.append(chunk[prev:])
+    return pieces
+
+
+def _cuts_in_run(text: str, start: int, stop: int, cuts: list[int]) -> None:
+    last_cut, depth = start, 0
+    closed = latest = None  # the latest sentence end at bracket depth 0 / at any depth
+    pending = None  # end of a terminator run that more terminators or closing quotes may extend
+
+    def offer(end: int) -> None:
+        nonlocal last_cut, closed, latest
+        if end - last_cut > MAX_RUN_CHARS:
+            cut = closed if closed is not None else latest if latest is not None else end
+            if cut < stop:
+                cuts.append(cut)
+                last_cut, closed, latest = cut, None, None
+        if last_cut < end < stop:
+            latest = end
+            if depth == 0:
+                closed = end
+
+    terminators, openers = _RUN_TERMINATORS, _OPEN_QUOTES
+    for m in _RUN_MARK.finditer(text, start, stop):
+        char, pos = m[0], m.start()
+        is_open = char in openers
+        if not is_open:
+            if char not in terminators:
+                depth = max(0, depth - 1)
+            if pos == pending:
+                pending = pos + 1
+                continue
+        if pending is not None:
+            offer(pending)
+            pending = None
+        if is_open:
+            depth += 1
+        elif char in terminators:
+            pending = pos + 1
+    if pending is not None:
+        offer(pending)
+
+
+def _sentencex_splitter(code: str, *, keep_newlines: bool) -> Callable[[str], list[str]]:
+    try:
+        import sentencex
+    except ImportError:
+        raise SplitterUnavailableError(
+            "the default sentence splitter needs the sentencex package: "
+            "pip install 'tokenbeam[sentences]' (or --sentence-splitter nltk)") from None
+    segment = sentencex.segment
+
+    def pieces_of(text: str):
+        for chunk in chunk_long_text(text):
+            for piece in _bound_runs(chunk):
+                yield from segment(code, piece)
+
+    if not keep_newlines:
+        def split(text: str) -> list[str]:
+            return [s for s in (p.strip() for p in pieces_of(text)) if s]
+        return split
+
+    def split_keeping_newlines(text: str) -> list[str]:
+        out: list[str] = []
+        lead = ""  # the document's leading whitespace, for the first sentence
+        for piece in pieces_of(text):
+            body = piece.lstrip()
+            gap = piece[:len(piece) - len(body)]
+            if out:
+                out[-1] += gap
+            else:
+                lead += gap
+            if body:
+                out.append(lead + body if lead else body)
+                lead = ""
+        if out:
+            out[-1] = out[-1].rstrip()
+        return out
+    return split_keeping_newlines
+
+
+# --- NLTK punkt, as Megatron-LM uses it --------------------------------------------------------
+
+def _nltk_splitter(lang: str, *, keep_newlines: bool) -> Callable[[str], list[str]]:
+    try:
+        from nltk.tokenize import punkt
+    except ImportError:
+        raise SplitterUnavailableError(
+            "--sentence-splitter nltk needs NLTK: pip install 'tokenbeam[sentences]'") from None
+    params = _load_punkt_params(lang)
+    lang_vars = _megatron_language_vars()() if keep_newlines else punkt.PunktLanguageVars()
+    tokenizer = punkt.PunktSentenceTokenizer(train_text=params, lang_vars=lang_vars)
+    window = MEGATRON_WINDOW_CHARS
+
+    def split(text: str) -> list[str]:
+        out: list[str] = []
+        for i in range(0, len(text), window):
+            out.extend(s for s in tokenizer.tokenize(text[i:i + window]) if s)
+        return out
+    return split
+
+
+@functools.cache
+def _megatron_language_vars():
+    from nltk.tokenize.punkt import PunktLanguageVars
+
+    class KeepNewlinesLanguageVars(PunktLanguageVars):
+        # Megatron's CustomLanguageVars: the whitespace after a sentence end is part of the
+        # match (\s*) instead of being required before the next token (\s+), so each sentence
+        # slice keeps its trailing newlines. Same expression, compiled VERBOSE by punkt.
+        _period_context_fmt = (r"\S* %(SentEndChars)s \s*"
+                               r"(?=(?P<after_tok> %(NonWord)s | (?P<next_tok>\S+) ))")
+    return KeepNewlinesLanguageVars
+
+
+_PUNKT_FILES = ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab")
+
+
+def _load_punkt_params(lang: str):
+    import nltk.data
+    from nltk.tokenize import punkt
+
+    if _looks_like_path(lang):
+        path = os.path.expanduser(lang)
+        if os.path.isdir(path):
+            return _read_punkt_tab(path)
+        if os.path.isfile(path) and path.endswith(".pickle"):
+            return _read_punkt_pickle(path)
+        raise SplitterUnavailableError(
+            f"--lang {lang!r}: no punkt model there; give a punkt_tab directory (with "
+            f"{', '.join(_PUNKT_FILES)}) or a legacy punkt .pickle file")
+    name = _punkt_model_name(lang)
+    try:
+        model_dir = nltk.data.find(f"tokenizers/punkt_tab/{name}/")
+    except LookupError:
+        searched = ", ".join(str(p) for p in nltk.data.path)
+        raise SplitterUnavailableError(
+            f"NLTK punkt data for --lang {lang!r} (tokenizers/punkt_tab/{name}/) is not "
+            f"installed; tokenbeam never downloads at run time. Install it once: "
+            f"python -m nltk.downloader -d DIR punkt_tab  and set NLTK_DATA=DIR on every "
+            f"worker (or pass --lang /path/to/punkt_tab/{name}). Searched: {searched}") from None
+    return punkt.load_punkt_params(model_dir)
+
+
+def _read_punkt_tab(path: str):
+    # Read the four files ourselves: NLTK >= 3.10 refuses paths outside its data roots.
+    from nltk.tabdata import PunktDecoder
+    from nltk.tokenize.punkt import PunktParameters
+
+    missing = [f for f in _PUNKT_FILES if not os.path.isfile(os.path.join(path, f))]
+    if missing:
+        raise SplitterUnavailableError(
+            f"--lang {path!r}: not a punkt_tab model directory (missing {', '.join(missing)})")
+    decode = PunktDecoder()
+    params = PunktParameters()
+
+    def read(file_name, parse):
+        with open(os.path.join(path, file_name), encoding="utf-8") as f:
+            return parse(f)
+    params.collocations = set(read("collocations.tab", decode.tab2tups))
+    params.sent_starters = read("sent_starters.txt", decode.txt2set)
+    params.abbrev_types = read("abbrev_types.txt", decode.txt2set)
+    params.ortho_context = read("ortho_context.tab", decode.tab2intdict)
+    return params
+
+
+def _read_punkt_pickle(path: str):
+    from nltk.tokenize import punkt
+
+    loader = getattr(punkt, "punkt_pickle_load", None)
+    if loader is None:
+        raise SplitterUnavailableError(
+            f"--lang {path!r}: this NLTK cannot load pickled punkt models safely; use NLTK >= "
+            "3.10 or convert the model to a punkt_tab directory")
+    with open(path, "rb") as f:
+        model = loader(f)
+    params = getattr(model, "_params", model)
+    if not isinstance(params, punkt.PunktParameters):
+        raise SplitterUnavailableError(f"--lang {path!r}: not a punkt model "
+                                       f"({type(model).__name__})")
+    return params
+
+
+# --- names ------------------------------------------------------------------------------------
+
+def _splitter_name(splitter: str) -> str:
+    name = (splitter or "").strip().lower()
+    if name not in SPLITTERS:
+        raise ValueError(f"unknown sentence splitter {splitter!r} (--sentence-splitter): "
+                         f"choose one of {', '.join(SPLITTERS)}")
+    return DEFAULT_SPLITTER if name == "auto" else name
+
+
+def _looks_like_path(lang: str) -> bool:
+    return os.sep in lang or "/" in lang or lang.endswith(".pickle") or lang.startswith("~")
+
+
+def _iso_code(lang: str) -> str:
+    key = (lang or "").strip().lower().replace("_", "-")
+    if key in LANGUAGE_CODES:
+        return LANGUAGE_CODES[key]
+    m = _ISO_CODE.fullmatch(key)
+    if m:
+        return m.group(1)
+    if _looks_like_path(lang):
+        raise ValueError(f"--lang {lang!r} is a path: only --sentence-splitter nltk loads "
+                         "a model from a path")
+    raise ValueError(f"unknown language {lang!r} (--lang): use an ISO 639 code (en, de, ar, "
+                     f"zh, ...) or one of {', '.join(sorted(LANGUAGE_CODES))}")
+
+
+def _punkt_model_name(lang: str) -> str:
+    key = (lang or "").strip().lower().replace("_", "-")
+    if key in LANGUAGE_CODES:
+        return key
+    m = _ISO_CODE.fullmatch(key)
+    if m:
+        if m.group(1) not in _NAME_OF_CODE:
+            raise ValueError(f"--lang {lang!r}: no NLTK punkt model name is known for this "
+                             "code; pass the model's name or a path to it")
+        return _NAME_OF_CODE[m.group(1)]
+    if _MODEL_NAME.fullmatch(key):
+        return key  # a punkt model the user installed under that name
+    raise ValueError(f"unknown language {lang!r} (--lang): use an NLTK punkt model name "
+                     f"({', '.join(sorted(LANGUAGE_CODES))}), an ISO 639 code, or a path")
