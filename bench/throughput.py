@@ -1,0 +1,222 @@
+"""End-to-end throughput and memory of the tokenize job against its ceilings and a Megatron-style
+reference, on a generated multilingual corpus and a 32k byte-level BPE trained on it.
+
+    python bench/throughput.py [--mb 200] [--vocab 32000] [--workdir DIR] [--repeats 1]
+
+Rows (one run of each unless --repeats; medians printed):
+  (a) reference tokenizer (HF tokenizers encode_batch_fast), in memory, all cores
+  (b) fast backend (gigatoken encode_batch), in memory, all cores
+  (c) Megatron-style: multiprocessing.Pool(cores).imap(encode one document, chunksize=32) with
+      the reference tokenizer, writing .bin/.idx with a list-based builder, like
+      tools/preprocess_data.py
+  (d) python -m pipelines.tokenize, whole process, --workers 1 and --workers 2
+Then (d) again on the corpus repeated 4 times, for peak RSS.
+Peak RSS of a subprocess tree = ru_maxrss of its largest process (RUSAGE_CHILDREN).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from pipelines import demo  # noqa: E402
+
+
+def make_corpus(folder: str, mb: int) -> list[str]:
+    """~mb MB of JSONL in 8 files: every script, code, tiny and huge documents."""
+    os.makedirs(folder, exist_ok=True)
+    paths, per_file = [], (mb << 20) // 8
+    for k in range(8):
+        path = os.path.join(folder, f"bench_web_part_{k:02d}.jsonl")
+        paths.append(path)
+        if os.path.exists(path) and os.path.getsize(path) >= per_file:
+            continue
+        size, i = 0, 0
+        with open(path, "w", encoding="utf-8") as f:
+            for rec in demo.documents(1000 + k, 10**9, long_every=211, empty_every=97):
+                if i % 503 == 502:  # a huge document now and then (~1-3 MB)
+                    rec["text"] = demo.document(demo.random.Random(i), "en", sentences=20000)
+                line = json.dumps(rec, ensure_ascii=False) + "\n"
+                f.write(line)
+                size += len(line.encode())
+                i += 1
+                if size >= per_file:
+                    break
+    return paths
+
+
+def load_texts(paths) -> list[str]:
+    return [json.loads(line)["text"] for p in paths for line in open(p, encoding="utf-8")]
+
+
+def peak_rss_mb_children() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+# --- (a), (b): in-memory ceilings --------------------------------------------------------------
+
+def ceiling(kind: str, tokenizer_dir: str, paths) -> dict:
+    """Tokenize every text already in memory, in batches of 2048 (a fresh process)."""
+    code = f"""
+import json, sys, time, resource
+texts = [json.loads(l)["text"] for p in json.loads(sys.argv[1]) for l in open(p, encoding="utf-8")]
+t = time.perf_counter()
+if {kind!r} == "reference":
+    import tokenizers
+    tok = tokenizers.Tokenizer.from_file({os.path.join(tokenizer_dir, 'tokenizer.json')!r})
+    n = 0
+    for i in range(0, len(texts), 2048):
+        n += sum(len(e.ids) for e in tok.encode_batch_fast(texts[i:i+2048], add_special_tokens=False))
+else:
+    import gigatoken
+    g = gigatoken.Tokenizer({os.path.join(tokenizer_dir, 'tokenizer.json')!r})
+    n = 0
+    for i in range(0, len(texts), 2048):
+        n += len(g.encode_batch(texts[i:i+2048]).layout.content)
+print(json.dumps({{"seconds": time.perf_counter() - t, "tokens": n,
+                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+"""
+    return json.loads(subprocess.run([sys.executable, "-c", code, json.dumps(list(paths))],
+                                     capture_output=True, text=True, check=True).stdout)
+
+
+# --- (c): Megatron-style -----------------------------------------------------------------------
+
+_TOK = None
+
+
+def _init(path):
+    global _TOK
+    import tokenizers
+
+    _TOK = tokenizers.Tokenizer.from_file(path)
+
+
+def _encode(line):
+    text = json.loads(line)["text"]
+    ids = _TOK.encode(text, add_special_tokens=False).ids
+    return ids + [0] if ids else [], len(line)
+
+
+def megatron_style(paths, tokenizer_dir, out_dir) -> dict:
+    t = time.perf_counter()
+    tokens = 0
+    with mp.Pool(os.cpu_count(), initializer=_init,
+                 initargs=(os.path.join(tokenizer_dir, "tokenizer.json"),)) as pool:
+        for path in paths:
+            prefix = os.path.join(out_dir, os.path.basename(path) + "_mlm")
+            lengths, doc_idx = [], [0]
+            with open(prefix + ".bin", "wb") as bin_f, open(path, encoding="utf-8") as f:
+                for ids, _ in pool.imap(_encode, f, 32):
+                    if ids:
+                        bin_f.write(np.asarray(ids, dtype=np.uint16).tobytes())
+                        lengths.append(len(ids))
+                    doc_idx.append(len(lengths))
+                    tokens += len(ids)
+            pointers = np.concatenate([[0], np.cumsum(lengths)[:-1]]) * 2 if lengths else []
+            with open(prefix + ".idx", "wb") as f:
+                f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(doc_idx)))
+                f.write(np.asarray(lengths, "<i4").tobytes() + np.asarray(pointers, "<i8").tobytes()
+                        + np.asarray(doc_idx, "<i8").tobytes())
+    return {"seconds": time.perf_counter() - t, "tokens": tokens, "rss": None}
+
+
+# --- (d): the pipeline -------------------------------------------------------------------------
+
+def pipeline(input_dir, tokenizer_dir, out_dir, workers: int) -> dict:
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cmd = [sys.executable, "-m", "pipelines.tokenize", "--input", input_dir, "--output", out_dir,
+           "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tokenizer_dir,
+           "--append-eod", "--log-interval", "0", "--workers", str(workers)]
+    code = ("import resource, subprocess, sys, time, json; t=time.perf_counter(); "
+            f"r=subprocess.run({cmd!r}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+            "assert r.returncode == 0, r.stderr[-2000:]; "
+            "print(json.dumps({'seconds': time.perf_counter()-t, "
+            "'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024}))")
+    result = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                       check=True, cwd=os.path.dirname(os.path.dirname(
+                                           os.path.abspath(__file__)))).stdout)
+    meta = json.load(open(os.path.join(out_dir, "metadata.json")))
+    result["tokens"] = meta["totals"]["tokens"]
+    return result
+
+
+def median_of(fn, repeats):
+    runs = [fn() for _ in range(repeats)]
+    out = dict(runs[0])
+    out["seconds"] = statistics.median(r["seconds"] for r in runs)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--skip-4x", action="store_true")
+    args = parser.parse_args()
+    work = args.workdir or tempfile.mkdtemp(prefix="tokenbeam-bench-")
+    corpus = os.path.join(work, "corpus")
+    paths = make_corpus(corpus, args.mb)
+    nbytes = sum(os.path.getsize(p) for p in paths)
+    tok_dir = os.path.join(work, f"bpe{args.vocab}")
+    if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
+        sample = load_texts(paths[:1])[:20000]
+        demo.train_bpe(sample, tok_dir, vocab_size=args.vocab)
+    print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; tokenizer: byte-level BPE "
+          f"{args.vocab}; cores: {os.cpu_count()}", flush=True)
+    rows = {}
+    rows["(a) reference in memory"] = median_of(lambda: ceiling("reference", tok_dir, paths), args.repeats)
+    rows["(b) fast in memory"] = median_of(lambda: ceiling("fast", tok_dir, paths), args.repeats)
+    out = os.path.join(work, "out")
+    os.makedirs(out, exist_ok=True)
+    rows["(c) Megatron-style pool"] = median_of(lambda: megatron_style(paths, tok_dir, out), args.repeats)
+    for w in (1, 2):
+        rows[f"(d) pipeline --workers {w}"] = median_of(
+            lambda: pipeline(corpus, tok_dir, os.path.join(work, f"out_d{w}"), w), args.repeats)
+    if not args.skip_4x:
+        corpus4 = os.path.join(work, "corpus4x")
+        os.makedirs(corpus4, exist_ok=True)
+        for r in range(4):
+            for p in paths:
+                target = os.path.join(corpus4, f"r{r}_" + os.path.basename(p))
+                if not os.path.exists(target):
+                    os.link(p, target) if hasattr(os, "link") else shutil.copy(p, target)
+        best = min((1, 2), key=lambda w: rows[f"(d) pipeline --workers {w}"]["seconds"])
+        rows[f"(d) pipeline --workers {best}, 4x corpus"] = pipeline(
+            corpus4, tok_dir, os.path.join(work, "out_4x"), best)
+    print(f"\n{'run':<38} {'MB/s':>8} {'Mtok/s':>8} {'peak RSS MB':>12} {'seconds':>8}")
+    for name, r in rows.items():
+        size = nbytes * (4 if "4x" in name else 1)
+        rss = f"{r['rss']:.0f}" if r.get("rss") else "-"
+        print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} {r['tokens'] / r['seconds'] / 1e6:>8.2f} "
+              f"{rss:>12} {r['seconds']:>8.1f}")
+    d = min(rows[f"(d) pipeline --workers {w}"]["seconds"] for w in (1, 2))
+    print(f"\n(d)/(b) = {rows['(b) fast in memory']['seconds'] / d:.2f}   "
+          f"(d)/(c) = {rows['(c) Megatron-style pool']['seconds'] / d:.2f}   (throughput ratios)")
+    if not args.skip_4x:
+        one = min((rows[f"(d) pipeline --workers {w}"] for w in (1, 2)), key=lambda r: r["seconds"])
+        four = [v for k, v in rows.items() if "4x" in k][0]
+        print(f"peak RSS 4x / 1x = {four['rss'] / one['rss']:.2f}")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
