@@ -31,7 +31,9 @@ setup(
                   "azure-storage-file-datalake>=12.20"],
         # gigatoken is pre-1.0 and its API still moves between minors: pin the minor we test.
         "fast": ["gigatoken==0.10.*"],
-        "sentences": ["pysbd>=0.3.4,<0.4", "nltk>=3.9"],
+        # sentencex: the default splitter (boundaries may move between minors: pin the one we
+        # test). nltk: --sentence-splitter nltk (Megatron parity); punkt_tab needs >= 3.9.1.
+        "sentences": ["sentencex>=1.0.32,<1.1", "nltk>=3.9.1"],
         "plot": ["matplotlib>=3.9"],
         # Only for dataio.torch_dataset (the loader itself needs numpy only); not in setup.sh.
         "torch": ["torch>=2.1"],
