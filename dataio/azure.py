@@ -426,6 +426,9 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
         raise AzurePathError(f"--azure-auth {forced}: choose auto, " + ", ".join(METHODS))
     block_mb = _option(options, "azure_block_size_mb")
     with _lock:
+        if any(options.get(k) for k in ("azure_sas_token", "azure_account_key",
+                                         "azure_connection_string", "azure_auth")):
+            _resolved.clear()   # new credentials: earlier choices no longer hold
         sas = _option(options, "azure_sas_token")
         if sas:
             _secrets.sas_by_scope[""] = sas.lstrip("?")
@@ -778,10 +781,6 @@ def method_for(url: str) -> str | None:
 
 # ---------------------------------------------------------------------------------------------
 # commit
-
-
-def is_azure_filesystem(fs) -> bool:
-    return type(fs).__name__ == "AzureBlobFileSystem"
 
 
 def replace(fs, source: str, target: str) -> None:
