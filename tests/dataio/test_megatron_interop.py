@@ -135,6 +135,34 @@ def test_megatron_empty_dataset_opens(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# Megatron-LM's tools/preprocess_data.py output (tests/data/megatron_preprocess/README.md)
+
+PREPROCESS = os.path.join(ROOT, "tests", "data", "megatron_preprocess")
+
+
+def _corpus_records() -> int:
+    with open(os.path.join(PREPROCESS, "corpus.jsonl"), "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+@pytest.mark.parametrize("variant,eod", [("megatron", True), ("megatron_no_eod", False),
+                                         ("megatron_bos_include_special", True)])
+def test_validate_accepts_preprocess_data_output(variant, eod, capsys):
+    prefix = os.path.join(PREPROCESS, variant, "corpus_text_document")
+    args = [prefix, "--vocab-size", "2000"] + (["--eod-id", "0"] if eod else [])
+    assert validate_cli.run(args) == 0, capsys.readouterr().out
+    result = ix.validate(prefix, vocab_size=2000, eod_id=0 if eod else None)
+    assert result.dtype == np.uint16
+    assert result.counts.documents == _corpus_records()
+
+
+def test_validate_eod_check_rejects_preprocess_output_without_eod():
+    prefix = os.path.join(PREPROCESS, "megatron_no_eod", "corpus_text_document")
+    result = ix.validate(prefix, eod_id=0)
+    assert not result.ok and "does not end with the EOD id 0" in result.reason
+
+
+# ---------------------------------------------------------------------------------------------
 # corrupted copies are rejected
 
 
