@@ -11,10 +11,12 @@ dropped and windows may span shard boundaries. Contract:
   document across the whole dataset, shards numbered in order, empty documents included) and
   ``document_mask()`` (block-causal, built only when called).
 - Document ids come from the ``.idx`` arrays alone (document_indices -> first sequence ->
-  sequence pointer), found by binary search and filled with ``np.repeat``: no scan for EOD ids,
-  nothing proportional to the dataset is built when opening it.
+  sequence pointer), found by binary search and filled with ``np.repeat``: no scan for EOD ids.
+  The only copy of ``.idx`` data is an aligned 1/256 sample of two arrays per shard, built on
+  first use (see :class:`_SortedSearch`).
 - Local files are memory-mapped (no copy). Other fsspec URLs read each ``.idx`` whole and the
-  ``.bin`` by ranged reads through fsspec's block cache (a few MiB per shard).
+  ``.bin`` by ranged reads through fsspec's block cache (1 MiB blocks, at most 8 per shard, for
+  the 16 most recently used shards).
 - ``split``: ``None`` or ``"train"`` = the datasets directly in the folder; ``"holdout"`` = those
   in its ``holdout/`` subfolder (where the tokenize job writes holdout shards); a pair
   ``(start, end)`` of fractions = the windows ``[floor(start*n), floor(end*n))`` of the packed
