@@ -127,7 +127,27 @@ class RunOptions(PipelineOptions):
                             help="progress line every N documents per worker (0: off)")
 
 
-ALL = (InputOutputOptions, TokenizerOptions, SegmentationOptions, RunOptions)
+class AzureOptions(PipelineOptions):
+    """Azure Blob credentials (see dataio/azure.py). The secret flags are taken out of argv by
+    ``dataio.azure.prepare_argv`` before Beam parses it; they are declared here for --help."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--azure-sas-token", default=None,
+                            help="SAS token for every Azure path (never logged or pickled)")
+        parser.add_argument("--azure-account-key", default=None,
+                            help="storage account key (never logged or pickled)")
+        parser.add_argument("--azure-account-name", default=None,
+                            help="storage account for az:// and abfs:// URLs")
+        parser.add_argument("--azure-auth", default="auto",
+                            choices=["auto", "sas", "account-key", "connection-string", "default"],
+                            help="use only this credential method (default: try SAS, account key, "
+                                 "connection string, then DefaultAzureCredential)")
+        parser.add_argument("--azure-block-size-mb", type=float, default=None,
+                            help="upload block size in MiB (bounds memory per open upload)")
+
+
+ALL = (InputOutputOptions, TokenizerOptions, SegmentationOptions, RunOptions, AzureOptions)
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
 
 

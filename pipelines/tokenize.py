@@ -25,7 +25,9 @@ import apache_beam as beam
 import numpy as np
 
 from dataio import fs as fsutil
-from dataio import indexed, naming, readers, sink
+from dataio import azure, indexed, naming, readers, sink
+from dataio.redact import install_logging_filter, redact_argv
+from dataio.redact import redact as _redact
 from pipelines import options as opts
 from transforms import documents as docs
 from transforms import tokenizer as tk
@@ -211,10 +213,6 @@ def print_plan(job: Job, out=None) -> None:
 
 
 def redact(text: str) -> str:
-    try:
-        from dataio.redact import redact as _redact
-    except ImportError:
-        return text
     return _redact(text)
 
 
@@ -297,7 +295,7 @@ def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict
                    "documents": sum(x["documents"] for x in committed),
                    "sequences": sum(x["sequences"] for x in committed),
                    "tokens": sum(x["tokens"] for x in committed)},
-        "options": [redact(a) for a in argv],
+        "options": redact_argv(argv),
         "started": started,
         "finished": finished,
     }
@@ -331,7 +329,7 @@ def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=N
         print(f"  committed {r.name}", file=out)
 
 
-def execute(job: Job, argv) -> int:
+def execute(job: Job, argv, *, storage=None) -> int:
     """Run the job to completion; returns the exit status."""
     started, t0 = _now(), time.monotonic()
     for s in job.shards:
@@ -341,7 +339,7 @@ def execute(job: Job, argv) -> int:
     if job.to_process:
         _prepare_output(job)
         with beam.Pipeline(options=job.options) as pipeline:
-            build(pipeline, job)
+            build(pipeline, job, storage=storage)
         # The results travel through the commit and failure records, not back through Beam, so
         # the same code reads them whatever the runner.
         for s in job.to_process:
@@ -370,19 +368,34 @@ def execute(job: Job, argv) -> int:
 
 def run(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    install_logging_filter()
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
     try:
+        # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
+        argv, secrets = azure.prepare_argv(argv)
         options = opts.parse(argv)
+        storage = configure_storage(options, secrets)
         job = plan(options)
-    except (opts.OptionsError, tk.TokenizerConfigError, readers.InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (opts.OptionsError, tk.TokenizerConfigError, readers.InputError,
+            azure.AzureCredentialError, azure.AzurePathError) as exc:
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
         return 2
     if options.view_as(opts.InputOutputOptions).plan_only:
         print_plan(job)
         return 0
-    return execute(job, argv)
+    return execute(job, argv, storage=storage)
+
+
+def configure_storage(options, secrets: dict):
+    """Credentials for every remote path of the job, checked up front; returns the secret-free
+    plan workers adopt in ``DoFn.setup`` (None when nothing remote needs one)."""
+    io = options.view_as(opts.InputOutputOptions)
+    tok = options.view_as(opts.TokenizerOptions)
+    paths = [*(io.input or []), io.output, tok.tokenizer_model, tok.vocab_file, tok.merge_file]
+    return azure.configure_from_options({**options.get_all_options(), **secrets},
+                                        paths=[p for p in paths if p])
 
 
 if __name__ == "__main__":

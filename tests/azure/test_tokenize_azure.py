@@ -89,24 +89,10 @@ def test_azure_in_and_out_equals_local(azurite, container, on_azure, local_run, 
     assert _shards(_azure_files(azurite, container, "out")) == _shards(remote)
 
 
-# What pipelines.tokenize.run is asked to do first (see the README's Azure section): take every
-# secret out of argv, then register and check the credentials for the job's paths.
-_WITH_AZURE_HOOK = """
-import sys
-from dataio import azure
-from pipelines import tokenize
-argv, secrets = azure.prepare_argv(sys.argv[1:])
-paths = [a.split("=", 1)[1] for a in argv if a.startswith(("--input=", "--output=",
-                                                             "--tokenizer-model="))]
-azure.configure_from_options(secrets, paths=paths)
-sys.exit(tokenize.run(argv))
-"""
-
-
-@pytest.mark.parametrize("entry", ["cli", "hook"])
+@pytest.mark.parametrize("entry", ["url", "flag"])
 def test_no_secret_in_any_output_or_log(azurite, container, on_azure, local_run, hf_tokenizer,
                                         entry):
-    """The SAS rides in the URLs themselves (the way azcopy users paste it) and, with the hook,
+    """The SAS rides in the URLs themselves (the way azcopy users paste it) and, with "flag",
     in --azure-sas-token too: it must not reach stdout, stderr, the dry run, metadata.json,
     commit records or any other object written."""
     from urllib.parse import unquote
@@ -115,18 +101,14 @@ def test_no_secret_in_any_output_or_log(azurite, container, on_azure, local_run,
     sig = sas.split("sig=")[1]
     secrets = {sig, unquote(sig), sas}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "TOKENBEAM_"))}
-    # Without the hook a URL-borne SAS only survives the job's own path handling for folders;
-    # the tokenizer then stays local.
-    tokenizer = f"{on_azure['tokenizer']}/tokenizer.json?{sas}" if entry == "hook" \
+    tokenizer = f"{on_azure['tokenizer']}/tokenizer.json?{sas}" if entry == "flag" \
         else hf_tokenizer
     args = _argv(f"{on_azure['corpus']}?{sas}", f"{on_azure['output']}?{sas}", tokenizer)
     args[args.index("--log-interval") + 1] = "50"   # progress lines too
-    if entry == "hook":
+    if entry == "flag":
         # two worker processes: the SAS reaches them through the inherited environment only
         args += ["--azure-sas-token", sas, "--workers", "2"]
-        cmd = [sys.executable, "-c", _WITH_AZURE_HOOK, *args]
-    else:
-        cmd = [sys.executable, "-m", "pipelines.tokenize", *args]
+    cmd = [sys.executable, "-m", "pipelines.tokenize", *args]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     written = _azure_files(azurite, container, "out")
