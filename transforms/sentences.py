@@ -103,7 +103,7 @@ def make_splitter(*, splitter: str = "auto", lang: str = "english",
 
 # --- long text -------------------------------------------------------------------------------
 
-_CLOSERS = "\"'”’»)\\]}」』）】》〉〕］｝›"
+_CLOSERS = "\"'”’»)]}」』）】》〉〕］｝›"
 _TERMINATORS = ".!?…。！？｡؟۔।॥"
 _CJK_TERMINATORS = "。！？｡"  # end a sentence with no space after them
 # Searched in the *reversed* window, so the first match is the boundary nearest the window end;
