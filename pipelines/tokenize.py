@@ -103,6 +103,15 @@ def plan(options) -> Job:
         raise opts.OptionsError(f"--dtype {dtype}: the vocabulary has {tokenizer.vocab_size} ids, "
                                 "which do not fit; use int32")
     level = "sentence" if seg.split_sentences else "document"
+    if seg.split_sentences:
+        from transforms import sentences
+
+        try:  # on the driver, so a missing package or punkt model fails before any work
+            sentences.check_splitter_options(splitter=seg.sentence_splitter, lang=seg.lang)
+            sentences.make_splitter(splitter=seg.sentence_splitter, lang=seg.lang,
+                                    keep_newlines=seg.keep_newlines)
+        except (ValueError, sentences.SplitterUnavailableError) as exc:
+            raise opts.OptionsError(str(exc)) from None
     config = TokenizeConfig(keys=tuple(io.json_keys), level=level, append_eod=tok_opts.append_eod,
                             skip_empty=seg.skip_empty, holdout_fraction=seg.holdout_fraction,
                             splitter=seg.sentence_splitter, lang=seg.lang,

@@ -7,6 +7,7 @@ import random
 import re
 
 import pytest
+from tests_support_punkt import write_punkt_tab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -251,19 +252,6 @@ def punkt_data(nltk_punkt, tmp_path_factory):
     model_dir.mkdir(parents=True)
     write_punkt_tab(params, model_dir)
     return {"root": str(root), "dir": str(model_dir), "params": params}
-
-
-def write_punkt_tab(params, model_dir):
-    """The four files of NLTK's punkt_tab format."""
-    files = {
-        "collocations.tab": "".join(f"{a}\t{b}\n" for a, b in sorted(params.collocations)),
-        "sent_starters.txt": "".join(f"{w}\n" for w in sorted(params.sent_starters)),
-        "abbrev_types.txt": "".join(f"{w}\n" for w in sorted(params.abbrev_types)),
-        "ortho_context.tab": "".join(f"{w}\t{v}\n" for w, v in sorted(params.ortho_context.items())),
-    }
-    for name, content in files.items():
-        with open(os.path.join(model_dir, name), "w", encoding="utf-8", newline="") as f:
-            f.write(content)
 
 
 @pytest.fixture
