@@ -22,6 +22,7 @@ Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -417,7 +418,7 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
         why_not = "--add-special-tokens is only supported by the reference backend"
     else:
         try:
-            fast = FastTokenizer(reference, spec)
+            fast = load_tokenizer(dataclasses.replace(spec, backend="fast"))
         except ImportError:
             why_not = "gigatoken is not installed (pip install 'tokenbeam[fast]')"
         except Exception as exc:  # noqa: BLE001 - any load failure means "not supported"
@@ -434,14 +435,15 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
     return "reference", why_not
 
 
+@functools.lru_cache(maxsize=8)
 def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     """Build the tokenizer (on a worker: call from ``DoFn.setup``). ``spec.backend`` must be
     resolved (``reference`` or ``fast``) by :func:`choose_backend` first; ``auto`` loads the
-    reference."""
-    tok = _load_reference(spec)
+    reference. Cached per spec: the driver, and the in-process runner's DoFns, load a tokenizer
+    once (both backends encode safely from several threads)."""
     if spec.backend == "fast":
-        tok = FastTokenizer(tok, spec)
-    return tok
+        return FastTokenizer(load_tokenizer(dataclasses.replace(spec, backend="reference")), spec)
+    return _load_reference(spec)
 
 
 def _load_reference(spec: TokenizerSpec) -> Tokenizer:
