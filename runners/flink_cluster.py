@@ -1,0 +1,297 @@
+"""Flink cluster plumbing shared by the SLURM batch script, the launcher and the test fixtures.
+
+- ``flink_conf(...)`` / ``write_conf_dir(...)``: a private ``FLINK_CONF_DIR`` (flat
+  ``config.yaml`` + the distribution's console logging files) for one cluster, keeping the
+  distribution's JVM options (Java 17 ``--add-opens``) and setting addresses, ports, slots and
+  memory. Nothing is written into the Flink distribution itself.
+- ``flink_version(home)``: the version of a distribution, from its ``lib/flink-dist-*.jar``.
+- ``overview(rest)`` / ``wait_ready(rest, taskmanagers=N)``: poll the REST API.
+- ``LocalFlink``: a JobManager + TaskManagers as child processes on 127.0.0.1 (tests, demos).
+
+Command line (used by the sbatch script):
+  python -m runners.flink_cluster conf --flink-home H --out DIR --address A --rpc-port P
+      --rest-port P --blob-port P --slots N --jobmanager-memory M --taskmanager-memory M
+      [--set key=value ...]
+  python -m runners.flink_cluster wait --rest HOST:PORT --taskmanagers N [--timeout S]
+  python -m runners.flink_cluster wait-port HOST:PORT [--timeout S]
+  python -m runners.flink_cluster free-port [--host H]
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from contextlib import closing
+
+import yaml
+
+# Files from the distribution's conf/ that *-foreground start scripts read.
+_LOGGING_FILES = ("log4j-console.properties", "logback-console.xml", "log4j.properties",
+                  "logback.xml")
+
+# Beam's batch translation on Flink asks for many network buffers per shuffle (sort-shuffle
+# wants 512 by default): with the small TaskManagers of a test or a modest node that fails
+# with "Insufficient number of network buffers". These keep the need small and the supply up.
+DEFAULT_TUNING = {
+    "taskmanager.network.sort-shuffle.min-buffers": 64,
+    "taskmanager.memory.network.fraction": 0.15,
+    # Beam's portable runner keeps state in the SDK workers, not in Flink managed memory.
+    "taskmanager.memory.managed.fraction": 0.25,
+    # Fail a job in a minute rather than five when slots never arrive.
+    "slot.request.timeout": 60000,
+}
+
+
+def flink_version(home: str) -> str:
+    """``"1.19.3"`` for a distribution whose lib/ holds flink-dist-1.19.3.jar."""
+    jars = glob.glob(os.path.join(home, "lib", "flink-dist*.jar"))
+    for jar in jars:
+        m = re.search(r"flink-dist[-_a-z0-9.]*?-(\d+\.\d+(?:\.\d+)?)\.jar$", os.path.basename(jar))
+        if m:
+            return m.group(1)
+    raise FileNotFoundError(f"{home}: not a Flink distribution (no lib/flink-dist-*.jar); "
+                            "set flink.home to the folder holding bin/ and lib/")
+
+
+def _flatten(tree, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in (tree or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def shipped_conf(home: str) -> dict:
+    """The distribution's own configuration, flattened (config.yaml, or flink-conf.yaml < 1.19)."""
+    for name in ("config.yaml", "flink-conf.yaml"):
+        path = os.path.join(home, "conf", name)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                return _flatten(yaml.safe_load(f))
+    return {}
+
+
+def flink_conf(*, home: str, address: str, rpc_port: int, rest_port: int, blob_port: int,
+               slots: int, jobmanager_memory: str, taskmanager_memory: str,
+               extra: dict | None = None) -> dict:
+    """Flat configuration for one cluster whose JobManager listens on ``address``."""
+    shipped = shipped_conf(home)
+    conf = {k: v for k, v in shipped.items() if k.startswith("env.java.opts")}
+    conf.update(DEFAULT_TUNING)
+    conf.update({
+        "jobmanager.rpc.address": address,
+        "jobmanager.bind-host": address,
+        "jobmanager.rpc.port": rpc_port,
+        "jobmanager.memory.process.size": jobmanager_memory,
+        "rest.address": address,
+        "rest.bind-address": address,
+        "rest.port": rest_port,
+        "blob.server.port": blob_port,
+        # TaskManagers get their own host/bind-host as -D flags (one per node).
+        "taskmanager.numberOfTaskSlots": slots,
+        "taskmanager.memory.process.size": taskmanager_memory,
+        "parallelism.default": slots,
+    })
+    conf.update(extra or {})
+    return conf
+
+
+def write_conf_dir(conf: dict, *, home: str, out: str) -> str:
+    os.makedirs(out, exist_ok=True)
+    for name in _LOGGING_FILES:
+        src = os.path.join(home, "conf", name)
+        if os.path.exists(src):
+            shutil.copyfile(src, os.path.join(out, name))
+    with open(os.path.join(out, "config.yaml"), "w", encoding="utf-8") as f:
+        # Flat "key: value" lines: every Flink version reads them.
+        for key, value in conf.items():
+            f.write(f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n")
+    return out
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def overview(rest: str, timeout: float = 5.0) -> dict:
+    url = rest if rest.startswith("http") else f"http://{rest}"
+    with urllib.request.urlopen(f"{url}/overview", timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=()) -> dict:
+    """Poll ``/overview`` until ``taskmanagers`` are registered; raise TimeoutError otherwise.
+
+    ``procs``: (name, Popen) pairs whose early exit ends the wait at once.
+    """
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        for name, proc in procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with status {proc.returncode}")
+        try:
+            last = overview(rest, timeout=2.0)
+            if last.get("taskmanagers", 0) >= taskmanagers:
+                return last
+        except (OSError, urllib.error.URLError, ValueError):
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"Flink at {rest}: {taskmanagers} TaskManager(s) not registered after "
+                       f"{timeout:.0f} s (last overview: {last})")
+
+
+def wait_port(address: str, *, timeout: float = 120.0) -> None:
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2.0):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"nothing listening on {address} after {timeout:.0f} s")
+
+
+class LocalFlink:
+    """JobManager + ``taskmanagers`` TaskManagers on 127.0.0.1 as child processes (by PID)."""
+
+    def __init__(self, home: str, workdir: str, *, taskmanagers: int = 1, slots: int = 2,
+                 jobmanager_memory: str = "1024m", taskmanager_memory: str = "1280m"):
+        self.home = os.path.abspath(home)
+        self.workdir = os.path.abspath(workdir)
+        self.taskmanagers = taskmanagers
+        self.slots = slots
+        self.rest_port = free_port()
+        self.rest = f"127.0.0.1:{self.rest_port}"
+        self.conf_dir = os.path.join(self.workdir, "conf")
+        self._conf = flink_conf(home=self.home, address="127.0.0.1", rpc_port=free_port(),
+                                rest_port=self.rest_port, blob_port=free_port(), slots=slots,
+                                jobmanager_memory=jobmanager_memory,
+                                taskmanager_memory=taskmanager_memory)
+        self._procs: list[tuple[str, subprocess.Popen]] = []
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env.update(FLINK_CONF_DIR=self.conf_dir, FLINK_LOG_DIR=os.path.join(self.workdir, "log"),
+                   FLINK_PID_DIR=os.path.join(self.workdir, "pid"))
+        return env
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        with open(os.path.join(self.workdir, "log", f"{name}.out"), "ab") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, env=self._env())
+        self._procs.append((name, proc))
+
+    def start(self, timeout: float = 120.0) -> "LocalFlink":
+        for sub in ("log", "pid"):
+            os.makedirs(os.path.join(self.workdir, sub), exist_ok=True)
+        write_conf_dir(self._conf, home=self.home, out=self.conf_dir)
+        # start-foreground execs the JVM, so these PIDs are the JVMs themselves.
+        self._spawn("jobmanager", [os.path.join(self.home, "bin", "jobmanager.sh"),
+                                   "start-foreground"])
+        for i in range(self.taskmanagers):
+            self._spawn(f"taskmanager-{i}", [
+                os.path.join(self.home, "bin", "taskmanager.sh"), "start-foreground",
+                "-Dtaskmanager.host=127.0.0.1", "-Dtaskmanager.bind-host=127.0.0.1"])
+        try:
+            wait_ready(self.rest, taskmanagers=self.taskmanagers, timeout=timeout,
+                       procs=self._procs)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def pids(self) -> list[int]:
+        return [proc.pid for _name, proc in self._procs]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        for _name, proc in reversed(self._procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for _name, proc in reversed(self._procs):
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+
+    def __enter__(self) -> "LocalFlink":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _kv(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected key=value")
+        out[key] = yaml.safe_load(value) if value else ""
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runners.flink_cluster")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("conf", help="write a FLINK_CONF_DIR")
+    c.add_argument("--flink-home", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--address", required=True)
+    for name in ("--rpc-port", "--rest-port", "--blob-port", "--slots"):
+        c.add_argument(name, type=int, required=True)
+    c.add_argument("--jobmanager-memory", required=True)
+    c.add_argument("--taskmanager-memory", required=True)
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    w = sub.add_parser("wait", help="wait until N TaskManagers are registered")
+    w.add_argument("--rest", required=True)
+    w.add_argument("--taskmanagers", type=int, required=True)
+    w.add_argument("--timeout", type=float, default=180.0)
+    p = sub.add_parser("wait-port", help="wait until HOST:PORT accepts connections")
+    p.add_argument("address")
+    p.add_argument("--timeout", type=float, default=120.0)
+    f = sub.add_parser("free-port", help="print a port that is free now")
+    f.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "conf":
+            conf = flink_conf(home=args.flink_home, address=args.address,
+                              rpc_port=args.rpc_port, rest_port=args.rest_port,
+                              blob_port=args.blob_port, slots=args.slots,
+                              jobmanager_memory=args.jobmanager_memory,
+                              taskmanager_memory=args.taskmanager_memory, extra=_kv(args.set))
+            write_conf_dir(conf, home=args.flink_home, out=args.out)
+        elif args.cmd == "wait":
+            info = wait_ready(args.rest, taskmanagers=args.taskmanagers, timeout=args.timeout)
+            print(f"Flink {info.get('flink-version')} at {args.rest}: "
+                  f"{info.get('taskmanagers')} TaskManager(s), {info.get('slots-total')} slots")
+        elif args.cmd == "wait-port":
+            wait_port(args.address, timeout=args.timeout)
+        else:
+            print(free_port(args.host))
+    except (TimeoutError, RuntimeError, FileNotFoundError) as exc:
+        print(f"runners.flink_cluster {args.cmd}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
