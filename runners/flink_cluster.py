@@ -134,17 +134,29 @@ def overview(rest: str, timeout: float = 5.0) -> dict:
         return json.load(resp)
 
 
-def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=()) -> dict:
+def _check_alive(procs=(), pids=()) -> None:
+    for name, proc in procs:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with status {proc.returncode}")
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            raise RuntimeError(f"process {pid} (a cluster component) has exited") from None
+        except PermissionError:
+            pass
+
+
+def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=(),
+               pids=()) -> dict:
     """Poll ``/overview`` until ``taskmanagers`` are registered; raise TimeoutError otherwise.
 
-    ``procs``: (name, Popen) pairs whose early exit ends the wait at once.
+    ``procs``: (name, Popen) pairs, ``pids``: process ids; the exit of any ends the wait at once.
     """
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
-        for name, proc in procs:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with status {proc.returncode}")
+        _check_alive(procs, pids)
         try:
             last = overview(rest, timeout=2.0)
             if last.get("taskmanagers", 0) >= taskmanagers:
@@ -156,10 +168,11 @@ def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=()
                        f"{timeout:.0f} s (last overview: {last})")
 
 
-def wait_port(address: str, *, timeout: float = 120.0) -> None:
+def wait_port(address: str, *, timeout: float = 120.0, pids=()) -> None:
     host, _, port = address.rpartition(":")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        _check_alive(pids=pids)
         try:
             with socket.create_connection((host, int(port)), timeout=2.0):
                 return
@@ -265,9 +278,12 @@ def main(argv=None) -> int:
     w.add_argument("--rest", required=True)
     w.add_argument("--taskmanagers", type=int, required=True)
     w.add_argument("--timeout", type=float, default=180.0)
+    w.add_argument("--watch-pid", type=int, action="append", default=[],
+                   help="fail at once when this process has exited")
     p = sub.add_parser("wait-port", help="wait until HOST:PORT accepts connections")
     p.add_argument("address")
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--watch-pid", type=int, action="append", default=[])
     f = sub.add_parser("free-port", help="print a port that is free now")
     f.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
@@ -280,11 +296,12 @@ def main(argv=None) -> int:
                               taskmanager_memory=args.taskmanager_memory, extra=_kv(args.set))
             write_conf_dir(conf, home=args.flink_home, out=args.out)
         elif args.cmd == "wait":
-            info = wait_ready(args.rest, taskmanagers=args.taskmanagers, timeout=args.timeout)
+            info = wait_ready(args.rest, taskmanagers=args.taskmanagers, timeout=args.timeout,
+                              pids=args.watch_pid)
             print(f"Flink {info.get('flink-version')} at {args.rest}: "
                   f"{info.get('taskmanagers')} TaskManager(s), {info.get('slots-total')} slots")
         elif args.cmd == "wait-port":
-            wait_port(args.address, timeout=args.timeout)
+            wait_port(args.address, timeout=args.timeout, pids=args.watch_pid)
         else:
             print(free_port(args.host))
     except (TimeoutError, RuntimeError, FileNotFoundError) as exc:
