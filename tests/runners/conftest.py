@@ -1,0 +1,73 @@
+"""Fixtures for the runner tests: the provisioned Flink + job-server jar, a plain Flink cluster,
+a local SLURM cluster (2 virtual nodes), and the DirectRunner reference output.
+
+Real services only, all on 127.0.0.1 with free ports, every file under pytest's tmp folders,
+every process stopped by PID. What is missing (java, SLURM, the Flink distribution or the jar,
+which ``scripts/setup.sh --test`` installs) skips the tests that need it, saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
+
+from runners import config as rc
+from runners.flink_cluster import LocalFlink
+from runners.local_slurm import LocalSlurm, missing_binaries
+
+
+@pytest.fixture(scope="session")
+def flink_stack():
+    """(FLINK_HOME, version, job-server jar) as provisioned by scripts/setup.sh --test."""
+    if shutil.which("java") is None:
+        pytest.skip("java not found (scripts/setup.sh --test installs it)")
+    cfg = {"cache_dir": CACHE, "flink_home": None, "flink_version": None, "job_server_jar": None}
+    try:
+        home, version = rc.resolve_flink(cfg)
+        jar = rc.resolve_job_server_jar(cfg, version)
+    except rc.ConfigError as exc:
+        pytest.skip(f"Flink or the Beam job-server jar is not provisioned: {exc}")
+    return home, version, jar
+
+
+@pytest.fixture(scope="session")
+def direct_output(corpus_dir, hf_tokenizer, tmp_path_factory):
+    """The DirectRunner output for the shared test corpus: the reference for every runner."""
+    out = tmp_path_factory.mktemp("direct") / "out"
+    proc = subprocess.run([PYTHON, "-m", "pipelines.tokenize", "--runner=DirectRunner",
+                           *tokenize_args(corpus_dir, hf_tokenizer, out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = shards(out)
+    assert len(found) == 6, sorted(found)
+    return out
+
+
+@pytest.fixture(scope="module")
+def flink_cluster(flink_stack, tmp_path_factory):
+    """A plain Flink cluster (JobManager + 1 TaskManager, 2 slots) from the provisioned
+    distribution, stopped by PID after the module."""
+    home, _version, _jar = flink_stack
+    cluster = LocalFlink(home, str(tmp_path_factory.mktemp("flink")), taskmanagers=1, slots=2)
+    cluster.start(timeout=180)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """munged + slurmctld + 2 slurmd (node1, node2) on this host, as child processes."""
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"SLURM/munge not installed ({', '.join(missing)}); "
+                    "scripts/setup.sh --test installs slurm-wlm and munge")
+    if os.geteuid() != 0:
+        pytest.skip("the local SLURM cluster runs slurmd, which needs root")
+    cluster = LocalSlurm(str(tmp_path_factory.mktemp("slurm")), nodes=2)
+    cluster.start(timeout=90)
+    yield cluster
+    cluster.stop()

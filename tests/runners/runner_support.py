@@ -1,0 +1,54 @@
+"""Helpers shared by the runner tests (imported by name: tests/ has no packages)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CACHE = os.path.join(ROOT, ".cache")
+PYTHON = sys.executable
+
+
+def tokenize_args(corpus_dir, tokenizer, output) -> list[str]:
+    return ["--input", os.path.join(str(corpus_dir), "*.jsonl"), "--output", str(output),
+            "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", str(tokenizer),
+            "--json-keys", "text", "--append-eod"]
+
+
+def shards(folder) -> dict:
+    """{file name: bytes} of the committed .bin/.idx files in ``folder``."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".bin", ".idx")):
+            with open(os.path.join(folder, name), "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line or environment mentions ``marker`` (a tmp path)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or proc.pid == os.getpid():
+                continue
+            text = " ".join(proc.info["cmdline"] or [])
+            if marker in text or any(marker in v for v in proc.environ().values()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def assert_no_processes_left(marker: str, *, grace: float = 30.0) -> None:
+    deadline = time.monotonic() + grace
+    left = processes_with(marker)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.5)
+        left = processes_with(marker)
+    assert not left, "left running: " + "; ".join(
+        f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in left)
