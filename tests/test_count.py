@@ -6,7 +6,7 @@ import shutil
 import fsspec
 import numpy as np
 
-from conftest import read_pair
+from megatron_reference import read_pair
 from dataio import indexed
 from pipelines import count, tokenize
 

@@ -3,7 +3,7 @@
 import json
 import os
 
-from conftest import shard_files
+from megatron_reference import shard_files
 from dataio import indexed
 from pipelines import tokenize
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from conftest import read_pair
+from megatron_reference import read_pair
 from pipelines import tokenize
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_preprocess")

@@ -6,7 +6,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from conftest import read_pair
+from megatron_reference import read_pair
 from dataio import indexed
 from pipelines import merge, tokenize
 

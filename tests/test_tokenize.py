@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from conftest import megatron_documents, read_pair, reference_write, shard_files
+from megatron_reference import megatron_documents, read_pair, reference_write, shard_files
 from dataio import indexed
 from pipelines import tokenize
 

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import megatron_documents, read_pair, reference_write
+from megatron_reference import megatron_documents, read_pair, reference_write
 from dataio import indexed
 from pipelines import tokenize
 from transforms.sentences import make_splitter
@@ -85,7 +85,7 @@ def test_bad_splitter_options_fail_before_work(hf_tokenizer, tmp_path, capsys):
 def test_nltk_splitter_in_the_job(hf_tokenizer, hf_encode, tmp_path):
     """With a punkt model (trained here), the job's sentences are NLTK punkt's, as in Megatron."""
     punkt = pytest.importorskip("nltk.tokenize.punkt", reason="NLTK is not installed")
-    from tests_support_punkt import write_punkt_tab
+    from punkt_data import write_punkt_tab
 
     _, encode, eod = hf_encode
     from pipelines import demo

@@ -7,7 +7,7 @@ import random
 import re
 
 import pytest
-from tests_support_punkt import write_punkt_tab
+from punkt_data import write_punkt_tab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

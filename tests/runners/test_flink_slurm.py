@@ -1,0 +1,155 @@
+"""The tokenize job on SLURM + Flink, end to end: a local SLURM cluster with 2 virtual nodes,
+the launcher's rendered sbatch script starting Flink (JobManager + a TaskManager per node),
+worker pools and Beam's job server inside the allocation, then tearing them down."""
+
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.request
+
+import pytest
+from runner_support import PYTHON, ROOT, assert_no_processes_left, shards, tokenize_args
+
+from runners import slurm
+
+JOB_TIMEOUT = 480
+
+
+@pytest.fixture
+def launch(slurm_cluster, flink_stack, tmp_path):
+    """launch(*launcher_args, output=DIR) -> CompletedProcess of `python -m runners.slurm submit`;
+    every process of the job carries this test's marker in its environment."""
+    marker = f"slurm-test-{tmp_path}"
+    env = slurm_cluster.env(dict(os.environ, TOKENBEAM_TEST_MARKER=marker))
+    log_dir = tmp_path / "slurm logs"   # a space on purpose
+
+    def _launch(*extra, timeout=JOB_TIMEOUT + 60):
+        cmd = [PYTHON, "-m", "runners.slurm", "submit", "--config",
+               os.path.join(ROOT, "runners/flink_slurm.yaml"),
+               "--cache-dir", os.path.join(ROOT, ".cache"), "--python-env",
+               os.path.dirname(os.path.dirname(PYTHON)), "--log-dir", str(log_dir),
+               "--nodes", "2", "--cpus-per-node", str(slurm_cluster.cpus), "--time", "00:20:00",
+               "--set", "memory=null", "--set", "signal_before_end=60",
+               "--jobmanager-memory", "1024m", "--taskmanager-memory", "1280m",
+               "--set", "job_server_memory=512m", "--set", "startup_timeout=180", *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
+                              timeout=timeout)
+
+    _launch.env, _launch.marker, _launch.log_dir = env, marker, log_dir
+    _launch.cpus = slurm_cluster.cpus
+    return _launch
+
+
+def _job_id(proc) -> str:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def _wait_for_line(path, pattern, *, timeout=240.0) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                m = re.search(pattern, f.read())
+            if m:
+                return m
+        time.sleep(0.5)
+    raise AssertionError(f"{pattern!r} not in {path} after {timeout} s")
+
+
+def _flink_jobs(rest_port) -> list[dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/jobs/overview",
+                                    timeout=5) as r:
+            return json.load(r)["jobs"]
+    except OSError:
+        return []
+
+
+def test_two_node_job_matches_direct_runner(launch, direct_output, corpus_dir, hf_tokenizer,
+                                            tmp_path):
+    out = tmp_path / "out"
+    started = time.monotonic()
+    proc = launch("--wait", "--", *tokenize_args(corpus_dir, hf_tokenizer, out))
+    wall = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert shards(out) == shards(direct_output)
+    assert json.loads((out / "metadata.json").read_text())["totals"] == \
+        json.loads((direct_output / "metadata.json").read_text())["totals"]
+    job_id = re.search(r"submitted job (\d+)", proc.stdout).group(1)
+    folder = launch.log_dir / job_id
+    logs = set(os.listdir(folder))
+    assert {"batch.log", "jobmanager.log", "taskmanager-node1.log", "taskmanager-node2.log",
+            "job-server.log", "pipeline.log", "flink-conf", "exit-status"} <= logs
+    assert any(name.startswith("worker-pool-") for name in logs)
+    batch = (folder / "batch.log").read_text()
+    assert f"2 TaskManager(s), {2 * launch.cpus} slots" in batch
+    assert "stopped everything; exit status 0" in batch
+    assert (launch.log_dir / f"slurm-{job_id}.out").exists()
+    assert_no_processes_left(launch.marker)
+    print(f"\n2-node SLURM + Flink job: {wall:.1f} s wall (submit to end)")
+
+
+def test_cancelled_job_resubmitted_ends_identical(launch, direct_output, corpus_dir,
+                                                  hf_tokenizer, tmp_path):
+    out = tmp_path / "out"
+    args = tokenize_args(corpus_dir, hf_tokenizer, out)
+    job_id = _job_id(launch("--", *args, timeout=120))
+    folder = launch.log_dir / job_id
+    rest = _wait_for_line(folder / "batch.log", r"rest (\d+)").group(1)
+    # Kill it mid-way: the Flink job is running and the output is not complete yet.
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while not any(j["state"] == "RUNNING" for j in _flink_jobs(rest)):
+        assert time.monotonic() < deadline, "the Flink job never started"
+        assert not (out / "metadata.json").exists(), "the job ended before it could be killed"
+        time.sleep(0.5)
+    time.sleep(2)
+    status = subprocess.run([PYTHON, "-m", "runners.slurm", "status", job_id],
+                            capture_output=True, text=True, env=launch.env, cwd=ROOT)
+    assert "RUNNING" in status.stdout and f"job folder: {folder}" in status.stdout
+    cancel = subprocess.run([PYTHON, "-m", "runners.slurm", "cancel", job_id],
+                            capture_output=True, text=True, env=launch.env, cwd=ROOT)
+    assert cancel.returncode == 0, cancel.stderr
+    assert not (out / "metadata.json").exists(), "killed too late to test the resume"
+    info = slurm.wait_for(job_id, timeout=120, env=launch.env)
+    assert info["JobState"] == "CANCELLED"
+    _wait_for_line(folder / "batch.log", r"stopped everything", timeout=60)
+    assert_no_processes_left(launch.marker)
+    committed_before = len(shards(out)) if out.exists() else 0
+
+    proc = launch("--wait", "--", *args)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert shards(out) == shards(direct_output)
+    assert not (out / "_temporary").exists()
+    print(f"\nresumed after scancel: {committed_before // 2} of 3 shards were committed before")
+
+
+def test_pre_timeout_signal_tears_everything_down(launch, corpus_dir, hf_tokenizer, tmp_path):
+    job_id = _job_id(launch("--", *tokenize_args(corpus_dir, hf_tokenizer, tmp_path / "o"),
+                            timeout=120))
+    folder = launch.log_dir / job_id
+    # SLURM sends USR1 to the batch shell ahead of the time limit (--signal=B:USR1@N); send it
+    # now, while the cluster is coming up.
+    _wait_for_line(folder / "batch.log", r"JobManager .* rest \d+")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, env=launch.env)
+    info = slurm.wait_for(job_id, timeout=180, env=launch.env)
+    assert info["JobState"] == "FAILED" and info["ExitCode"].startswith("124:")
+    batch = _wait_for_line(folder / "batch.log", r"stopped everything; exit status 124",
+                           timeout=60).string
+    assert "received SIGUSR1" in batch
+    assert (folder / "exit-status").read_text().strip() == "124"
+    assert_no_processes_left(launch.marker)
+
+
+def test_dry_run_plans_on_the_allocation_without_flink(launch, corpus_dir, hf_tokenizer,
+                                                       tmp_path):
+    out = tmp_path / "o"
+    proc = launch("--wait", "--dry-run", "--", *tokenize_args(corpus_dir, hf_tokenizer, out),
+                  timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "nothing written (--dry-run)" in proc.stdout
+    assert not out.exists() or not shards(out)
+    job_id = re.search(r"submitted job (\d+)", proc.stdout).group(1)
+    assert not (launch.log_dir / job_id / "jobmanager.log").exists()
