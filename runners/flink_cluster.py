@@ -147,9 +147,10 @@ def _check_alive(procs=(), pids=()) -> None:
             pass
 
 
-def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=(),
-               pids=()) -> dict:
-    """Poll ``/overview`` until ``taskmanagers`` are registered; raise TimeoutError otherwise.
+def wait_ready(rest: str, *, taskmanagers: int, slots: int = 0, timeout: float = 180.0,
+               procs=(), pids=()) -> dict:
+    """Poll ``/overview`` until ``taskmanagers`` are registered offering ``slots`` slots in all
+    (slots register just after their TaskManager); raise TimeoutError otherwise.
 
     ``procs``: (name, Popen) pairs, ``pids``: process ids; the exit of any ends the wait at once.
     """
@@ -159,12 +160,14 @@ def wait_ready(rest: str, *, taskmanagers: int, timeout: float = 180.0, procs=()
         _check_alive(procs, pids)
         try:
             last = overview(rest, timeout=2.0)
-            if last.get("taskmanagers", 0) >= taskmanagers:
+            if (last.get("taskmanagers", 0) >= taskmanagers
+                    and last.get("slots-total", 0) >= slots):
                 return last
         except (OSError, urllib.error.URLError, ValueError):
             pass
         time.sleep(0.5)
-    raise TimeoutError(f"Flink at {rest}: {taskmanagers} TaskManager(s) not registered after "
+    raise TimeoutError(f"Flink at {rest}: {taskmanagers} TaskManager(s) / {slots} slots not "
+                       "registered after "
                        f"{timeout:.0f} s (last overview: {last})")
 
 
@@ -223,8 +226,8 @@ class LocalFlink:
                 os.path.join(self.home, "bin", "taskmanager.sh"), "start-foreground",
                 "-Dtaskmanager.host=127.0.0.1", "-Dtaskmanager.bind-host=127.0.0.1"])
         try:
-            wait_ready(self.rest, taskmanagers=self.taskmanagers, timeout=timeout,
-                       procs=self._procs)
+            wait_ready(self.rest, taskmanagers=self.taskmanagers,
+                       slots=self.taskmanagers * self.slots, timeout=timeout, procs=self._procs)
         except Exception:
             self.stop()
             raise
@@ -277,6 +280,7 @@ def main(argv=None) -> int:
     w = sub.add_parser("wait", help="wait until N TaskManagers are registered")
     w.add_argument("--rest", required=True)
     w.add_argument("--taskmanagers", type=int, required=True)
+    w.add_argument("--slots", type=int, default=0, help="slots in all")
     w.add_argument("--timeout", type=float, default=180.0)
     w.add_argument("--watch-pid", type=int, action="append", default=[],
                    help="fail at once when this process has exited")
@@ -296,8 +300,8 @@ def main(argv=None) -> int:
                               taskmanager_memory=args.taskmanager_memory, extra=_kv(args.set))
             write_conf_dir(conf, home=args.flink_home, out=args.out)
         elif args.cmd == "wait":
-            info = wait_ready(args.rest, taskmanagers=args.taskmanagers, timeout=args.timeout,
-                              pids=args.watch_pid)
+            info = wait_ready(args.rest, taskmanagers=args.taskmanagers, slots=args.slots,
+                              timeout=args.timeout, pids=args.watch_pid)
             print(f"Flink {info.get('flink-version')} at {args.rest}: "
                   f"{info.get('taskmanagers')} TaskManager(s), {info.get('slots-total')} slots")
         elif args.cmd == "wait-port":

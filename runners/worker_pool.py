@@ -37,8 +37,14 @@ def serve(*, host: str, port: int, state_cache_size: int = 0,
     os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
                          options=[("grpc.http2.max_pings_without_data", 0),
-                                  ("grpc.http2.max_ping_strikes", 0)])
-    bound = server.add_insecure_port(f"{host}:{port}")
+                                  ("grpc.http2.max_ping_strikes", 0),
+                                  # gRPC's default SO_REUSEPORT would let a second pool share
+                                  # the port silently, splitting requests between the two.
+                                  ("grpc.so_reuseport", 0)])
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # newer grpcio raises where older ones returned 0
+        bound = 0
     if bound == 0:
         raise OSError(f"worker pool: cannot listen on {host}:{port} (port in use?)")
     servicer = worker_pool_main.BeamFnExternalWorkerPoolServicer(
@@ -69,8 +75,12 @@ def main(argv=None) -> int:
     parser.add_argument("--state-cache-size", type=int, default=0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    server, bound, servicer = serve(host=args.host, port=args.port,
-                                    state_cache_size=args.state_cache_size)
+    try:
+        server, bound, servicer = serve(host=args.host, port=args.port,
+                                        state_cache_size=args.state_cache_size)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     done = threading.Event()
 
     def _stop(signum, _frame):
