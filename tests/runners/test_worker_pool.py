@@ -38,6 +38,27 @@ def _start_pool(port):
     return proc
 
 
+def _children(pid, count, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = [c for c in psutil.Process(pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+        if len(kids) >= count:
+            return kids
+        time.sleep(0.1)
+    raise AssertionError(f"expected {count} workers, have {len(kids)}")
+
+
+def _start_worker(stub, worker_id):
+    # No control service behind this endpoint: the worker just waits for it (about a minute).
+    request = beam_fn_api_pb2.StartWorkerRequest(worker_id=worker_id)
+    request.control_endpoint.url = f"127.0.0.1:{free_port()}"
+    assert stub.StartWorker(request, timeout=30).error == ""
+
+
+def _alive(proc):
+    return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+
+
 def test_pool_listens_on_loopback_and_cleans_up_its_workers():
     port = free_port()
     # PATH without the venv: the workers must still get this venv's interpreter.
@@ -48,22 +69,24 @@ def test_pool_listens_on_loopback_and_cleans_up_its_workers():
         assert listening and all(_loopback(addr.ip) for addr in listening), listening
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
-            # No control service behind this endpoint: the worker just waits for it.
-            request = beam_fn_api_pb2.StartWorkerRequest(worker_id="w1")
-            request.control_endpoint.url = f"127.0.0.1:{free_port()}"
-            response = stub.StartWorker(request, timeout=30)
-        assert response.error == ""
-        deadline = time.monotonic() + 30
-        children = []
-        while not children and time.monotonic() < deadline:
-            children = psutil.Process(pool.pid).children()
-            time.sleep(0.1)
-        assert len(children) == 1
-        worker = children[0]
-        assert os.path.realpath(worker.exe()) == os.path.realpath(PYTHON)
+            _start_worker(stub, "1-1")
+            (worker,) = _children(pool.pid, 1)
+            assert os.path.realpath(worker.exe()) == os.path.realpath(PYTHON)
+            # Two TaskManagers sharing the pool use the same ids: a StopWorker for an id two
+            # live workers have must not kill the other TaskManager's worker.
+            _start_worker(stub, "1-1")
+            twins = _children(pool.pid, 2)
+            stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="1-1"), timeout=30)
+            time.sleep(1)
+            assert all(_alive(p) for p in twins)
+            _start_worker(stub, "2-1")
+            (single,) = [p for p in _children(pool.pid, 3) if p.pid not in {t.pid for t in twins}]
+            stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="2-1"), timeout=30)
+            single.wait(20)
+            assert all(_alive(p) for p in twins)
         pool.send_signal(signal.SIGTERM)
         assert pool.wait(30) == 0
-        assert not worker.is_running() or worker.status() == psutil.STATUS_ZOMBIE
+        assert not any(_alive(p) for p in twins)
     finally:
         if pool.poll() is None:
             pool.kill()
