@@ -138,11 +138,12 @@ def megatron_style(paths, tokenizer_dir, out_dir) -> dict:
 
 # --- (d): the pipeline -------------------------------------------------------------------------
 
-def pipeline(input_dir, tokenizer_dir, out_dir, workers: int) -> dict:
+def pipeline(input_dir, tokenizer_dir, out_dir, workers: int, backend: str = "auto") -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     cmd = [sys.executable, "-m", "pipelines.tokenize", "--input", input_dir, "--output", out_dir,
            "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tokenizer_dir,
-           "--append-eod", "--log-interval", "0", "--workers", str(workers)]
+           "--append-eod", "--log-interval", "0", "--workers", str(workers),
+           "--tokenizer-backend", backend]
     code = ("import resource, subprocess, sys, time, json; t=time.perf_counter(); "
             f"r=subprocess.run({cmd!r}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True); "
             "assert r.returncode == 0, r.stderr[-2000:]; "
@@ -173,6 +174,10 @@ def main() -> int:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--skip-4x", action="store_true")
+    parser.add_argument("--backend", default="auto", choices=["auto", "reference", "fast"],
+                        help="--tokenizer-backend of the pipeline runs (d)")
+    parser.add_argument("--only-pipeline", action="store_true",
+                        help="skip (a)-(c): only the pipeline rows (e.g. a memory check)")
     args = parser.parse_args()
     work = args.workdir or tempfile.mkdtemp(prefix="tokenbeam-bench-")
     corpus = os.path.join(work, "corpus")
@@ -185,14 +190,18 @@ def main() -> int:
     print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; tokenizer: byte-level BPE "
           f"{args.vocab}; cores: {os.cpu_count()}", flush=True)
     rows = {}
-    rows["(a) reference in memory"] = median_of(lambda: ceiling("reference", tok_dir, paths), args.repeats)
-    rows["(b) fast in memory"] = median_of(lambda: ceiling("fast", tok_dir, paths), args.repeats)
-    out = os.path.join(work, "out")
-    os.makedirs(out, exist_ok=True)
-    rows["(c) Megatron-style pool"] = median_of(lambda: megatron_style(paths, tok_dir, out), args.repeats)
+    if not args.only_pipeline:
+        rows["(a) reference in memory"] = median_of(lambda: ceiling("reference", tok_dir, paths),
+                                                    args.repeats)
+        rows["(b) fast in memory"] = median_of(lambda: ceiling("fast", tok_dir, paths), args.repeats)
+        out = os.path.join(work, "out")
+        os.makedirs(out, exist_ok=True)
+        rows["(c) Megatron-style pool"] = median_of(lambda: megatron_style(paths, tok_dir, out),
+                                                    args.repeats)
     for w in (1, 2):
         rows[f"(d) pipeline --workers {w}"] = median_of(
-            lambda: pipeline(corpus, tok_dir, os.path.join(work, f"out_d{w}"), w), args.repeats)
+            lambda: pipeline(corpus, tok_dir, os.path.join(work, f"out_d{w}"), w, args.backend),
+            args.repeats)
     if not args.skip_4x:
         corpus4 = os.path.join(work, "corpus4x")
         os.makedirs(corpus4, exist_ok=True)
@@ -203,7 +212,7 @@ def main() -> int:
                     os.link(p, target) if hasattr(os, "link") else shutil.copy(p, target)
         best = min((1, 2), key=lambda w: rows[f"(d) pipeline --workers {w}"]["seconds"])
         rows[f"(d) pipeline --workers {best}, 4x corpus"] = pipeline(
-            corpus4, tok_dir, os.path.join(work, "out_4x"), best)
+            corpus4, tok_dir, os.path.join(work, "out_4x"), best, args.backend)
     print(f"\n{'run':<38} {'MB/s':>8} {'Mtok/s':>8} {'peak RSS MB':>12} {'seconds':>8} "
           f"{'in-job MB/s':>12}")
     for name, r in rows.items():
@@ -213,8 +222,10 @@ def main() -> int:
         print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} {r['tokens'] / r['seconds'] / 1e6:>8.2f} "
               f"{rss:>12} {r['seconds']:>8.1f} {in_job:>12}")
     d = min(rows[f"(d) pipeline --workers {w}"]["seconds"] for w in (1, 2))
-    print(f"\n(d)/(b) = {rows['(b) fast in memory']['seconds'] / d:.2f}   "
-          f"(d)/(c) = {rows['(c) Megatron-style pool']['seconds'] / d:.2f}   (throughput ratios)")
+    if not args.only_pipeline:
+        print(f"\n(d)/(b) = {rows['(b) fast in memory']['seconds'] / d:.2f}   "
+              f"(d)/(c) = {rows['(c) Megatron-style pool']['seconds'] / d:.2f}   "
+              "(throughput ratios, whole process)")
     if not args.skip_4x:
         one = min((rows[f"(d) pipeline --workers {w}"] for w in (1, 2)), key=lambda r: r["seconds"])
         four = [v for k, v in rows.items() if "4x" in k][0]
