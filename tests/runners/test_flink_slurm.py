@@ -153,3 +153,35 @@ def test_dry_run_plans_on_the_allocation_without_flink(launch, corpus_dir, hf_to
     assert not out.exists() or not shards(out)
     job_id = re.search(r"submitted job (\d+)", proc.stdout).group(1)
     assert not (launch.log_dir / job_id / "jobmanager.log").exists()
+
+
+def test_requeue_on_the_pre_timeout_signal_resumes_to_identical_output(
+        launch, direct_output, corpus_dir, hf_tokenizer, tmp_path):
+    out = tmp_path / "out"
+    job_id = _job_id(launch("--set", "requeue=true", "--",
+                            *tokenize_args(corpus_dir, hf_tokenizer, out), timeout=120))
+    # The "time limit" arrives once the first shard is committed: the job requeues itself,
+    # and the rerun skips what is committed.
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while not (out / "_commits").is_dir() or not os.listdir(out / "_commits"):
+        assert time.monotonic() < deadline, "no shard was ever committed"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True, env=launch.env)
+    # SLURM holds a requeued job for about two minutes (Reason=BeginTime); release it at once.
+    deadline = time.monotonic() + 120
+    while (slurm.job_info(job_id, launch.env) or {}).get("Reason") != "BeginTime":
+        assert time.monotonic() < deadline, "the job was not requeued"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True,
+                   env=launch.env)
+    info = slurm.wait_for(job_id, timeout=JOB_TIMEOUT, env=launch.env)
+    assert info["JobState"] == "COMPLETED", info
+    assert int(info["Restarts"]) == 1
+    assert shards(out) == shards(direct_output)
+    first = (launch.log_dir / job_id / "batch.log").read_text()
+    assert "requeueing" in first and "stopped everything" in first
+    rerun = launch.log_dir / f"{job_id}.r1"
+    assert "stopped everything; exit status 0" in (rerun / "batch.log").read_text()
+    skipped = (rerun / "pipeline.log").read_text().count("\nskip ")
+    assert_no_processes_left(launch.marker)
+    print(f"\nrequeued: the rerun skipped {skipped} of 3 committed shards")
