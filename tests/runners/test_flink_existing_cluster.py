@@ -4,6 +4,7 @@ provisioned jar, Python SDK workers from a local worker pool (EXTERNAL environme
 
 import json
 import os
+import shlex
 import subprocess
 import urllib.request
 
@@ -58,3 +59,20 @@ def test_version_mismatch_is_refused_before_submitting(flink_cluster, corpus_dir
                    *tokenize_args(corpus_dir, hf_tokenizer, tmp_path / "o"), timeout=120)
     assert proc.returncode == 2
     assert "runs Flink 1." in proc.stderr or "built for Flink" in proc.stderr
+
+
+def test_no_submit_prints_the_flink_command_and_runs_nothing(flink_cluster, flink_stack,
+                                                             corpus_dir, hf_tokenizer, tmp_path):
+    out = tmp_path / "o"
+    proc = _submit("--flink-master", flink_cluster.rest, "--no-submit", "--",
+                   *tokenize_args(corpus_dir, hf_tokenizer, out), "--azure-sas-token", "S3CRET",
+                   timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cmd = shlex.split(proc.stdout.strip().splitlines()[-1])
+    assert cmd[1:3] == ["-m", "pipelines.tokenize"]
+    for flag in ("--runner=FlinkRunner", f"--flink_master={flink_cluster.rest}",
+                 "--flink_version=1.19", f"--flink_job_server_jar={flink_stack[2]}",
+                 "--environment_type=EXTERNAL", "--parallelism=2"):
+        assert flag in cmd
+    assert "S3CRET" not in proc.stdout
+    assert not out.exists()
