@@ -141,8 +141,8 @@ def main(argv=None) -> int:
                     print(f"  repeat {rep + 1}: {name}: {results[name][-1][0]:.1f} s", flush=True)
         ref_wall = statistics.median(r[0] for r in results["direct (ref)"])
         print()
-        print(f"| runner | wall s (median) | pipeline s (median) | tokens/s (pipeline) | "
-              f"wall vs ref |")
+        print("| runner | wall s (median) | pipeline s (median) | tokens/s (pipeline) | "
+              "wall vs ref |")
         print("|---|---:|---:|---:|---:|")
         for name, runs in results.items():
             wall = statistics.median(r[0] for r in runs)

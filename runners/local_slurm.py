@@ -166,7 +166,8 @@ class LocalSlurm:
                 return
             time.sleep(0.25)
         self.stop()
-        raise RuntimeError(f"local SLURM: timed out waiting for {what}; logs in {self.workdir}/log/")
+        raise RuntimeError(f"local SLURM: timed out waiting for {what}; "
+                           f"logs in {self.workdir}/log/")
 
     def stop(self, timeout: float = 20.0) -> None:
         for _name, proc in reversed(self._procs):

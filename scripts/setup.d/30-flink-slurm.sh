@@ -67,7 +67,7 @@ job_server_jar() {
   if [ -s "$dest/$prebuilt" ]; then ln -sfn "$prebuilt" "$link"; return 0; fi
   if [ -s "$dest/$built" ]; then ln -sfn "$built" "$link"; return 0; fi
   echo "30-flink-slurm: job-server jar into $dest"
-  if mvn -q -B dependency:copy \
+  if mvn -q -B -Dstyle.color=never dependency:copy \
       -Dartifact="org.apache.beam:beam-runners-flink-$FLINK_MINOR-job-server:$PREBUILT_BEAM" \
       -DoutputDirectory="$dest" >"$dest/mvn-prebuilt.log" 2>&1 && [ -s "$dest/$prebuilt" ]; then
     ln -sfn "$prebuilt" "$link"
@@ -77,7 +77,7 @@ job_server_jar() {
   local build=$CACHE/jars/build
   rm -rf "$build" && mkdir -p "$build"
   cp "$ROOT/runners/templates/job-server-pom.xml" "$build/pom.xml"
-  (cd "$build" && mvn -q -B package -Dbeam.version="$BUILD_BEAM" -Dflink.minor="$FLINK_MINOR" \
+  (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BUILD_BEAM" -Dflink.minor="$FLINK_MINOR" \
       -Djobservice.version="$BUILD_JOBSERVICE" -Dout.dir="$dest" -Dout.name="${built%.jar}")
   rm -rf "$build"
   [ -s "$dest/$built" ] || { echo "building $built failed" >&2; exit 1; }

@@ -28,7 +28,8 @@ def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, c
     out = tmp_path / "flink-out"
     marker = f"flink-run-{tmp_path}"
     proc = _submit("--flink-master", flink_cluster.rest,
-                   "--set", "sdk_worker.worker_pool=127.0.0.1:0", "--set", "sdk_worker.parallelism=2",
+                   "--set", "sdk_worker.worker_pool=127.0.0.1:0",
+                   "--set", "sdk_worker.parallelism=2",
                    "--", *tokenize_args(corpus_dir, hf_tokenizer, out), marker=marker)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert "parallelism 2" in proc.stderr          # the cluster's slot count
