@@ -56,6 +56,7 @@ FLINK_SLURM_DEFAULTS: dict[str, Any] = {
     "taskmanager_memory": "4096m",
     "job_server_memory": "1g",
     "slots_per_node": None,
+    "flink_tmp_dir": None,
     "startup_timeout": 300,
     "flink_conf": {},
     # Beam SDK workers
@@ -82,7 +83,8 @@ DIRECT_DEFAULTS: dict[str, Any] = {
 DEFAULTS = {"flink_slurm": FLINK_SLURM_DEFAULTS, "flink": FLINK_DEFAULTS,
             "direct": DIRECT_DEFAULTS}
 
-PATH_KEYS = ("python_env", "cache_dir", "log_dir", "flink_home", "job_server_jar")
+PATH_KEYS = ("python_env", "cache_dir", "log_dir", "flink_home", "job_server_jar",
+             "flink_tmp_dir")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+:-]+$")
 _SLURM_MEMORY = re.compile(r"^\d+[KMGT]?$")
@@ -223,6 +225,10 @@ def validate(cfg: dict, *, where: str = "config") -> None:
         _check(isinstance(cfg["job_server_memory"], str)
                and bool(_JAVA_MEMORY.match(cfg["job_server_memory"])), where,
                "job_server_memory", cfg["job_server_memory"], "a JVM heap size such as 1g")
+        _check(cfg["flink_tmp_dir"] is None or (isinstance(cfg["flink_tmp_dir"], str) and not any(
+            c in cfg["flink_tmp_dir"] for c in ",|:\n")), where, "flink_tmp_dir",
+            cfg["flink_tmp_dir"], "a path without , | : or newlines (Flink splits its temp "
+            "folder list at those), or null for the job folder")
         _check(isinstance(cfg["flink_conf"], dict), where, "flink_conf", cfg["flink_conf"],
                "a mapping of Flink configuration keys to values")
         for key, value in cfg["flink_conf"].items():

@@ -86,8 +86,12 @@ def shipped_conf(home: str) -> dict:
 
 def flink_conf(*, home: str, address: str, rpc_port: int, rest_port: int, blob_port: int,
                slots: int, jobmanager_memory: str, taskmanager_memory: str,
-               extra: dict | None = None) -> dict:
-    """Flat configuration for one cluster whose JobManager listens on ``address``."""
+               tmp_dir: str | None = None, extra: dict | None = None) -> dict:
+    """Flat configuration for one cluster whose JobManager listens on ``address``.
+
+    ``tmp_dir``: where the JobManager and TaskManagers keep blobs (the job-server jar, ~160 MB
+    per job), spill files and working directories; Flink's default is the system temp folder,
+    which a killed cluster never cleans up."""
     shipped = shipped_conf(home)
     conf = {k: v for k, v in shipped.items() if k.startswith("env.java.opts")}
     conf.update(DEFAULT_TUNING)
@@ -105,6 +109,13 @@ def flink_conf(*, home: str, address: str, rpc_port: int, rest_port: int, blob_p
         "taskmanager.memory.process.size": taskmanager_memory,
         "parallelism.default": slots,
     })
+    if tmp_dir:
+        for sep in (",", "|", os.pathsep):
+            if sep in tmp_dir:
+                raise ValueError(f"Flink temp folder {tmp_dir!r}: Flink splits io.tmp.dirs at "
+                                 f"{sep!r}; choose a path without it")
+        conf["io.tmp.dirs"] = tmp_dir
+        conf["web.tmpdir"] = tmp_dir   # REST uploads; defaults to java.io.tmpdir, not the above
     conf.update(extra or {})
     return conf
 
@@ -199,7 +210,8 @@ class LocalFlink:
         self._conf = flink_conf(home=self.home, address="127.0.0.1", rpc_port=free_port(),
                                 rest_port=self.rest_port, blob_port=free_port(), slots=slots,
                                 jobmanager_memory=jobmanager_memory,
-                                taskmanager_memory=taskmanager_memory)
+                                taskmanager_memory=taskmanager_memory,
+                                tmp_dir=os.path.join(self.workdir, "tmp"))
         self._procs: list[tuple[str, subprocess.Popen]] = []
 
     def _env(self) -> dict:
@@ -215,7 +227,7 @@ class LocalFlink:
         self._procs.append((name, proc))
 
     def start(self, timeout: float = 120.0) -> "LocalFlink":
-        for sub in ("log", "pid"):
+        for sub in ("log", "pid", "tmp"):
             os.makedirs(os.path.join(self.workdir, sub), exist_ok=True)
         write_conf_dir(self._conf, home=self.home, out=self.conf_dir)
         # start-foreground execs the JVM, so these PIDs are the JVMs themselves.
@@ -276,6 +288,7 @@ def main(argv=None) -> int:
         c.add_argument(name, type=int, required=True)
     c.add_argument("--jobmanager-memory", required=True)
     c.add_argument("--taskmanager-memory", required=True)
+    c.add_argument("--tmp-dir", default=None, help="Flink's io.tmp.dirs")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     w = sub.add_parser("wait", help="wait until N TaskManagers are registered")
     w.add_argument("--rest", required=True)
@@ -297,7 +310,8 @@ def main(argv=None) -> int:
                               rpc_port=args.rpc_port, rest_port=args.rest_port,
                               blob_port=args.blob_port, slots=args.slots,
                               jobmanager_memory=args.jobmanager_memory,
-                              taskmanager_memory=args.taskmanager_memory, extra=_kv(args.set))
+                              taskmanager_memory=args.taskmanager_memory,
+                              tmp_dir=args.tmp_dir, extra=_kv(args.set))
             write_conf_dir(conf, home=args.flink_home, out=args.out)
         elif args.cmd == "wait":
             info = wait_ready(args.rest, taskmanagers=args.taskmanagers, slots=args.slots,
@@ -308,7 +322,7 @@ def main(argv=None) -> int:
             wait_port(args.address, timeout=args.timeout, pids=args.watch_pid)
         else:
             print(free_port(args.host))
-    except (TimeoutError, RuntimeError, FileNotFoundError) as exc:
+    except (TimeoutError, RuntimeError, FileNotFoundError, ValueError) as exc:
         print(f"runners.flink_cluster {args.cmd}: {exc}", file=sys.stderr)
         return 1
     return 0

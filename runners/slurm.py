@@ -97,6 +97,7 @@ def settings_block(cfg: dict, *, flink_home: str, job_server_jar: str, pipeline_
         f"JM_MEMORY={q(cfg['jobmanager_memory'])}",
         f"TM_MEMORY={q(cfg['taskmanager_memory'])}",
         f"JOB_SERVER_MEMORY={q(cfg['job_server_memory'])}",
+        f"FLINK_TMP_BASE={q(cfg['flink_tmp_dir'] or '')}",
         f"CPUS_PER_NODE={int(cfg['cpus_per_node'])}",
         f"SLOTS={int(slots)}",
         f"SDK_PARALLELISM={int(cfg['sdk_worker']['parallelism'] or slots)}",

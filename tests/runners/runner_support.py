@@ -52,3 +52,14 @@ def assert_no_processes_left(marker: str, *, grace: float = 30.0) -> None:
         left = processes_with(marker)
     assert not left, "left running: " + "; ".join(
         f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in left)
+
+
+FLINK_TEMP_PREFIXES = ("flink-io-", "flink-netty-shuffle-", "flink-dist-cache-", "flink-web-",
+                       "flink-rpc-", "blobStore-", "executionGraphStore-", "jm_", "tm_")
+
+
+def flink_temp_entries() -> set:
+    """What Flink leaves in the system temp folder when nobody points it elsewhere."""
+    import tempfile
+
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(FLINK_TEMP_PREFIXES)}

@@ -8,7 +8,8 @@ import shlex
 import subprocess
 import urllib.request
 
-from runner_support import PYTHON, ROOT, assert_no_processes_left, shards, tokenize_args
+from runner_support import (PYTHON, ROOT, assert_no_processes_left, flink_temp_entries, shards,
+                            tokenize_args)
 
 from runners.flink_cluster import free_port
 
@@ -26,6 +27,7 @@ def _submit(*extra, marker="", timeout=480):
 def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, corpus_dir,
                                                   hf_tokenizer, tmp_path):
     out = tmp_path / "flink-out"
+    temp_before = flink_temp_entries()
     marker = f"flink-run-{tmp_path}"
     proc = _submit("--flink-master", flink_cluster.rest,
                    "--set", "sdk_worker.worker_pool=127.0.0.1:0",
@@ -42,8 +44,10 @@ def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, c
     with urllib.request.urlopen(f"http://{flink_cluster.rest}/jobs/overview", timeout=10) as r:
         jobs = json.load(r)["jobs"]
     assert [j["state"] for j in jobs] == ["FINISHED"]
-    # Beam's job server, the local worker pool and its SDK workers are gone.
+    # Beam's job server, the local worker pool and its SDK workers are gone; Flink kept its
+    # temp files in the cluster's folder.
     assert_no_processes_left(marker)
+    assert flink_temp_entries() <= temp_before
 
 
 def test_unreachable_cluster_is_a_clear_error(tmp_path, corpus_dir, hf_tokenizer):

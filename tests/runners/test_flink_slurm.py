@@ -10,7 +10,8 @@ import time
 import urllib.request
 
 import pytest
-from runner_support import PYTHON, ROOT, assert_no_processes_left, shards, tokenize_args
+from runner_support import (PYTHON, ROOT, assert_no_processes_left, flink_temp_entries, shards,
+                            tokenize_args)
 
 from runners import slurm
 
@@ -71,6 +72,7 @@ def _flink_jobs(rest_port) -> list[dict]:
 def test_two_node_job_matches_direct_runner(launch, direct_output, corpus_dir, hf_tokenizer,
                                             tmp_path):
     out = tmp_path / "out"
+    temp_before = flink_temp_entries()
     started = time.monotonic()
     proc = launch("--wait", "--", *tokenize_args(corpus_dir, hf_tokenizer, out))
     wall = time.monotonic() - started
@@ -89,6 +91,9 @@ def test_two_node_job_matches_direct_runner(launch, direct_output, corpus_dir, h
     assert "stopped everything; exit status 0" in batch
     assert (launch.log_dir / f"slurm-{job_id}.out").exists()
     assert_no_processes_left(launch.marker)
+    # Flink's temp files (a copy of the job-server jar per process) went with the job.
+    assert "flink-tmp" not in logs
+    assert flink_temp_entries() <= temp_before
     print(f"\n2-node SLURM + Flink job: {wall:.1f} s wall (submit to end)")
 
 
