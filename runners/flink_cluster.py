@@ -195,6 +195,20 @@ def wait_port(address: str, *, timeout: float = 120.0, pids=()) -> None:
     raise TimeoutError(f"nothing listening on {address} after {timeout:.0f} s")
 
 
+
+def stop_processes(procs, *, timeout: float) -> None:
+    """Stop the processes we started, newest first: SIGTERM all, wait up to ``timeout`` each,
+    then SIGKILL what is left (never touches a process by name)."""
+    for proc in reversed(procs):
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in reversed(procs):
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 class LocalFlink:
     """JobManager + ``taskmanagers`` TaskManagers on 127.0.0.1 as child processes (by PID)."""
 
@@ -249,15 +263,7 @@ class LocalFlink:
         return [proc.pid for _name, proc in self._procs]
 
     def stop(self, timeout: float = 30.0) -> None:
-        for _name, proc in reversed(self._procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for _name, proc in reversed(self._procs):
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc for _name, proc in self._procs], timeout=timeout)
         self._procs.clear()
 
     def __enter__(self) -> "LocalFlink":

@@ -18,6 +18,8 @@ import subprocess
 import time
 from contextlib import closing
 
+from runners.flink_cluster import stop_processes
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel")
 
 
@@ -170,15 +172,7 @@ class LocalSlurm:
                            f"logs in {self.workdir}/log/")
 
     def stop(self, timeout: float = 20.0) -> None:
-        for _name, proc in reversed(self._procs):
-            if proc.poll() is None:
-                proc.terminate()
-        for _name, proc in reversed(self._procs):
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc for _name, proc in self._procs], timeout=timeout)
         self._procs.clear()
 
     def __enter__(self) -> "LocalSlurm":
