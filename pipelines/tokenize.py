@@ -18,6 +18,7 @@ import hashlib
 import importlib.metadata
 import itertools
 import json
+import os
 import sys
 import time
 
@@ -260,6 +261,13 @@ def _prepare_output(job: Job) -> None:
         fsutil.remove(sink.failure_record_path(job.output, s.shard))
     for stem in {s.stem for s in job.to_process}:
         fsutil.remove(fsutil.join(job.output, sink.ERRORS_DIR, stem + ".jsonl"))
+    # Temporaries an interrupted run left beside the final files of the shards we redo.
+    bases = tuple("." + os.path.basename(s.shard) + "_" for s in job.to_process)
+    for folder in {os.path.dirname(s.shard) for s in job.to_process}:
+        fsutil.remove_temporaries(
+            fsutil.join(job.output, folder) if folder else job.output,
+            is_temporary=lambda p: indexed.is_temporary_name(p)
+            and os.path.basename(p).startswith(bases))
 
 
 def _count_errors(output: str, stems) -> int:

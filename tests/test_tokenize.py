@@ -281,8 +281,7 @@ def test_killed_run_then_rerun_equals_clean_run(corpus_dir, hf_tokenizer, tmp_pa
             assert indexed.validate(str(killed / name)).ok, name
     assert run_job(inp, killed, hf_tokenizer, "--append-eod") == 0
     assert shard_files(killed) == shard_files(clean)
-    leftovers = [n for n in os.listdir(killed) if indexed.is_temporary_name(n)]
-    assert leftovers == [] or all(n.endswith((".bin", ".idx")) for n in leftovers)
+    assert [n for n in os.listdir(killed) if indexed.is_temporary_name(n)] == []
 
 
 def test_very_long_document(hf_tokenizer, hf_encode, tmp_path):
@@ -307,3 +306,14 @@ def test_very_long_document(hf_tokenizer, hf_encode, tmp_path):
     assert int(tokens[-1]) == eod
     body = np.asarray(tokens[:-1]).reshape(repeats, len(period))
     assert (body == np.asarray(period, dtype=body.dtype)).all()
+
+
+def test_rerun_removes_temporaries_of_redone_shards(corpus_dir, hf_tokenizer, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / ".c0_web_text_document_dc=1_sc=1_tc=1.bin.inprogress-0123456789ab"
+    stale.write_bytes(b"half written")
+    unrelated = out / ".other_text_document_dc=1_sc=1_tc=1.bin.inprogress-0123456789ab"
+    unrelated.write_bytes(b"not ours")
+    assert run_job(corpus_dir, out, hf_tokenizer) == 0
+    assert not stale.exists() and unrelated.exists()
