@@ -139,6 +139,25 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key.strip(), (yaml.safe_load(value) if value.strip() else None)
 
 
+def add_override_arguments(parser, flag_keys: dict, *, kind: str) -> None:
+    """``--config``, one ``--key`` flag per entry of ``flag_keys`` (name -> type) and repeatable
+    ``--set KEY=VALUE``: the launchers' ways of overriding a runner config."""
+    parser.add_argument("--config", default=None, help=f"runner YAML (kind: {kind})")
+    for key, typ in flag_keys.items():
+        parser.add_argument("--" + key.replace("_", "-"), dest="cfg_" + key, type=typ,
+                            default=None, metavar=key.upper())
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config value, e.g. --set sdk_worker.port=5000")
+
+
+def overrides_from(args, flag_keys: dict) -> dict:
+    """The overrides given by :func:`add_override_arguments`' flags (``--set`` last)."""
+    out = {key: getattr(args, "cfg_" + key) for key in flag_keys
+           if getattr(args, "cfg_" + key) is not None}
+    out.update(parse_override(item) for item in args.set)
+    return out
+
+
 def load(path: str | None, overrides: dict | None = None, *, kind: str | None = None,
          base_dir: str | None = None) -> dict:
     """Defaults < YAML file < overrides, validated, paths made absolute."""

@@ -121,11 +121,7 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("submit", help="run the tokenize job on the cluster")
-    s.add_argument("--config", default=None, help="runner YAML (kind: flink)")
-    for key, typ in FLAG_KEYS.items():
-        s.add_argument("--" + key.replace("_", "-"), dest="cfg_" + key, type=typ, default=None,
-                       metavar=key.upper())
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rc.add_override_arguments(s, FLAG_KEYS, kind="flink")
     s.add_argument("--no-submit", action="store_true", help="print the command, run nothing")
     s.add_argument("--dry-run", action="store_true", help="passed to the pipeline")
     s.add_argument("pipeline_args", nargs=argparse.REMAINDER)
@@ -133,11 +129,8 @@ def main(argv=None) -> int:
     pipeline_args = list(args.pipeline_args)
     if pipeline_args and pipeline_args[0] == "--":
         pipeline_args = pipeline_args[1:]
-    overrides = {k: getattr(args, "cfg_" + k) for k in FLAG_KEYS
-                 if getattr(args, "cfg_" + k) is not None}
     try:
-        overrides.update(rc.parse_override(item) for item in args.set)
-        cfg = rc.load(args.config, overrides, kind="flink")
+        cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink")
         if not pipeline_args:
             raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...`")
         return run_job(cfg, pipeline_args, no_submit=args.no_submit, dry_run=args.dry_run)

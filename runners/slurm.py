@@ -260,12 +260,7 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("submit", help="render (and submit) the sbatch script")
-    s.add_argument("--config", default=None, help="runner YAML (kind: flink_slurm)")
-    for key, typ in FLAG_KEYS.items():
-        s.add_argument("--" + key.replace("_", "-"), dest="cfg_" + key, type=typ, default=None,
-                       metavar=key.upper())
-    s.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override any config value, e.g. --set sdk_worker.port=5000")
+    rc.add_override_arguments(s, FLAG_KEYS, kind="flink_slurm")
     s.add_argument("--no-submit", action="store_true",
                    help="write the script into the current directory and print the command")
     s.add_argument("--wait", action="store_true", help="block until the job ends")
@@ -278,18 +273,6 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cancel", help="cancel a job (its trap stops Flink)")
     c.add_argument("job_id")
     return parser
-
-
-def _overrides(args) -> dict:
-    out = {}
-    for key in FLAG_KEYS:
-        value = getattr(args, "cfg_" + key)
-        if value is not None:
-            out[key] = value
-    for item in args.set:
-        key, value = rc.parse_override(item)
-        out[key] = value
-    return out
 
 
 def main(argv=None) -> int:
@@ -312,7 +295,7 @@ def main(argv=None) -> int:
     if pipeline_args and pipeline_args[0] == "--":
         pipeline_args = pipeline_args[1:]
     try:
-        cfg = rc.load(args.config, _overrides(args), kind="flink_slurm")
+        cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink_slurm")
         if not pipeline_args:
             raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...` "
                                  "(those of python -m pipelines.tokenize)")
