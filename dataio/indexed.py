@@ -48,6 +48,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
+from dataio import faults
 from dataio import fs as fsutil
 from dataio import naming
 
@@ -385,7 +386,9 @@ class IndexedDatasetWriter:
                     carry += int(ends[-1]) if len(ends) else 0
                 for chunk in self._doc_ends.chunks():
                     out.write(np.ascontiguousarray(chunk, dtype="<i8").data)
+            faults.checkpoint("indexed.bin_written")
             fsutil.replace(self._fs, self._tmp_bin, self._path + ".bin")
+            faults.checkpoint("indexed.between_renames")
             fsutil.replace(self._fs, self._tmp_idx, self._path + ".idx")
         except BaseException:
             self.abort()

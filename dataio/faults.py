@@ -1,0 +1,102 @@
+"""Fault injection for tests and bench/fault_injection.py: kill the whole job at a named point.
+
+The storage code calls ``checkpoint("sink.before_commit_record")`` and the like at the moments
+where a crash is most likely to leave something half done (see the calls in dataio/indexed.py
+and dataio/sink.py). Nothing happens unless the environment says so; the variables are read
+once, at import, so an unset hook costs one global lookup and a compare per call.
+
+``TOKENBEAM_FAULT=NAME:N``
+    The N-th time (N >= 1) the job reaches checkpoint NAME, SIGKILL the job's process group:
+    the driver and every worker die at once, as on a power loss or a SLURM kill, with no
+    ``finally`` block, atexit hook or signal handler run. The group is that of the first process
+    of the job to import this module (recorded in ``TOKENBEAM_FAULT_PGID`` for the workers it
+    starts), so start the job in its own session (``subprocess.Popen(..., start_new_session=True)``)
+    or it takes its parent down too. N counts per process unless TOKENBEAM_FAULT_COUNTER is set.
+``TOKENBEAM_FAULT_COUNTER=PATH``
+    Count hits of NAME job-wide: every hit appends one byte to PATH (O_APPEND, so processes do
+    not lose each other's hits) and the hit that makes it N bytes or more kills.
+``TOKENBEAM_FAULT_TRACE=PATH``
+    Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
+    with only this set tells a test how often each point is reached, so it can choose N.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+FAULT_ENV = "TOKENBEAM_FAULT"
+COUNTER_ENV = "TOKENBEAM_FAULT_COUNTER"
+TRACE_ENV = "TOKENBEAM_FAULT_TRACE"
+PGID_ENV = "TOKENBEAM_FAULT_PGID"
+
+# Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
+POINTS = (
+    "indexed.bin_written",        # writer: .bin and .idx written under temporary names
+    "indexed.between_renames",    # writer: .bin renamed to its final name, .idx not yet
+    "sink.part_written",          # a part committed under _temporary/, its counts not yet out
+    "sink.before_commit_record",  # final .bin/.idx in place, _commits/<shard>.json not yet
+    "sink.before_cleanup",        # commit record written, stale files and parts not yet removed
+)
+
+
+def _parse(spec: str | None) -> tuple[str, int] | None:
+    if not spec:
+        return None
+    name, sep, count = spec.rpartition(":")
+    if not sep or not name or not count.isdigit() or int(count) < 1:
+        raise ValueError(f"{FAULT_ENV}={spec!r}: expected NAME:N with N >= 1, e.g. "
+                         "sink.before_commit_record:2")
+    return name, int(count)
+
+
+_TARGET = _parse(os.environ.get(FAULT_ENV))
+_COUNTER = os.environ.get(COUNTER_ENV) or None
+_TRACE = os.environ.get(TRACE_ENV) or None
+_ACTIVE = _TARGET is not None or _TRACE is not None
+_hits = 0
+if _TARGET is not None and PGID_ENV not in os.environ:
+    # The first process of the job records its group; the workers it starts inherit it.
+    os.environ[PGID_ENV] = str(os.getpgrp())
+
+
+def checkpoint(name: str) -> None:
+    """A point where a crash is worth testing; a no-op unless TOKENBEAM_FAULT(_TRACE) is set."""
+    if not _ACTIVE:
+        return
+    _reached(name)
+
+
+def _append(path: str, data: bytes) -> int:
+    """Append ``data`` to ``path``; returns the file's size just after."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def _reached(name: str) -> None:
+    global _hits
+    if _TRACE is not None:
+        _append(_TRACE, name.encode() + b"\n")
+    if _TARGET is None or name != _TARGET[0]:
+        return
+    if _COUNTER is not None:
+        hits = _append(_COUNTER, b"x")
+    else:
+        _hits += 1
+        hits = _hits
+    if hits >= _TARGET[1]:
+        kill_job()
+
+
+def kill_job() -> None:
+    """SIGKILL the job's process group (and this process, should it be in another group)."""
+    for pgid in {int(os.environ.get(PGID_ENV, os.getpgrp())), os.getpgrp()}:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    os.kill(os.getpid(), signal.SIGKILL)
