@@ -27,6 +27,7 @@ from typing import Iterable
 import apache_beam as beam
 import numpy as np
 
+from dataio import faults
 from dataio import fs as fsutil
 from dataio import indexed, naming
 
@@ -124,6 +125,7 @@ class _WritePartFn(beam.DoFn):
         prefix = fsutil.join(self._output, TEMPORARY_DIR, tb.shard, f"{item:06d}-{batch:06d}")
         with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
             writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
+        faults.checkpoint("sink.part_written")
         counts = ShardCounts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size),
                              tb.num_bytes)
         yield tb.shard, (PartInfo(tb.order, prefix, counts.documents, counts.sequences,
@@ -173,8 +175,10 @@ class _FinalizeShardFn(beam.DoFn):
                       "tokens": counts.tokens, "input_bytes": counts.num_bytes,
                       "bin_size": fsutil.size(final + ".bin"),
                       "idx_size": fsutil.size(final + ".idx"), "committed_at": _now()}
+            faults.checkpoint("sink.before_commit_record")
             fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
                                       json.dumps(record, indent=1).encode())
+            faults.checkpoint("sink.before_cleanup")
             fsutil.remove(failure_record_path(self._output, shard))
             self._remove_stale(shard, name)
         fsutil.remove_tree(parts_dir)
