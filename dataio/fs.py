@@ -18,10 +18,12 @@ whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`, :fun
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import tempfile
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -257,3 +259,115 @@ def list_names(path: str) -> list[str]:
     if not fs.exists(inner):
         return []
     return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(inner, detail=False))
+
+
+# -- where a path points: one answer for "is this output one of the inputs?" --------------------
+
+
+class SameLocationError(ValueError):
+    """A command would write over one of its own inputs (the same file spelled differently).
+    A bad command line: exit status 2."""
+
+    exit_status = 2
+
+
+def resolve_location(path: str) -> str:
+    """One spelling per place on storage, for comparing paths (never for opening them).
+
+    Local paths (and ``file://``): the real path, so ``.``, ``..``, ``//`` and symlinks (to the
+    file or to any folder above it) are resolved; a missing tail stays as spelled, normalised.
+    Azure URLs: ``azure://ACCOUNT/CONTAINER/BLOB`` whatever the form (abfs/abfss/az/https/
+    path-style; the account filled in from the configuration when the URL names none), the blob
+    path with ``.``/``..``/``//`` collapsed and the query (a SAS) dropped. Other URLs: the scheme
+    (and an http host) lower-cased, the path collapsed the same way, query and fragment dropped.
+    """
+    if is_local(path):
+        return os.path.realpath(path.removeprefix("file://"))
+    loc, azure = None, _azure(path)
+    if azure is not None:
+        try:
+            loc = azure.parse(path)
+        except ValueError:  # not a well-formed Azure URL: compared as a plain URL below
+            loc = None
+        if loc is not None and loc.account is None:
+            try:
+                loc = azure._with_account(loc)  # the default account, from flags/environment
+            except ValueError:
+                pass  # none configured: the same (unknown) account for every such URL
+    if loc is not None:
+        blob = _collapse(loc.blob)
+        return f"azure://{(loc.account or '').lower()}/{loc.container}/{blob}".rstrip("/")
+    parts = urlsplit(path)
+    scheme = parts.scheme.lower()
+    # Host names are case-insensitive; other "hosts" (s3 buckets, memory://) are kept as spelled.
+    host = parts.netloc.lower() if scheme in ("http", "https") else parts.netloc
+    return f"{scheme}://{host}/{_collapse(parts.path)}".rstrip("/")
+
+
+def _collapse(path: str) -> str:
+    """``a//b/./c/../d`` -> ``a/b/d`` (no leading slash; ``..`` above the root is dropped, as
+    HTTP clients and object stores do)."""
+    kept: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if kept:
+                kept.pop()
+            continue
+        kept.append(part)
+    return "/".join(kept)
+
+
+def same_location(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name the same file however they are spelled (see
+    :func:`resolve_location`); local files that both exist are also compared by device and
+    inode, which catches hard links and case-insensitive file systems."""
+    if resolve_location(a) == resolve_location(b):
+        return True
+    return _file_id(a) is not None and _file_id(a) == _file_id(b)
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    if not is_local(path):
+        return None
+    try:
+        st = os.stat(path.removeprefix("file://"))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def refuse_same_location(outputs: list[str], inputs: list[str], *, flag: str) -> None:
+    """Raise :class:`SameLocationError`, naming both paths and the fix, when a file the command
+    is about to write (``outputs``) is one it reads (``inputs``) under any spelling (the test of
+    :func:`same_location`; each path resolved once, so thousands of inputs cost little)."""
+    by_place = {resolve_location(o): o for o in outputs}
+    by_id = {i: o for o in outputs if (i := _file_id(o)) is not None}
+    for source in inputs:
+        output = by_place.get(resolve_location(source))
+        if output is None and by_id:
+            output = by_id.get(_file_id(source))
+        if output is not None:
+            spelled = "" if output == source else f" (as {output})"
+            raise SameLocationError(
+                f"{flag} would write over the input {source}{spelled}: it is the same file, so "
+                f"the input would be destroyed; choose another {flag}")
+
+
+# -- content hash: resume notices a change that keeps size and mtime ----------------------------
+
+CONTENT_HASH = "sha256"  # hashlib's fastest here (SHA-NI); xxhash/blake3 are not dependencies
+_HASH_CHUNK = 8 << 20
+
+
+def content_hash(path: str) -> str:
+    """``sha256:HEX`` of the file's bytes (as stored, compressed or not), read in 8 MiB chunks
+    so memory stays flat; local paths are read directly, URLs through :func:`open_file`."""
+    digest = hashlib.new(CONTENT_HASH)
+    opener = (open(path.removeprefix("file://"), "rb", buffering=0) if is_local(path)
+              else open_file(path, "rb"))
+    with opener as f:
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)  # releases the GIL: files hashed in threads run in parallel
+    return f"{CONTENT_HASH}:{digest.hexdigest()}"

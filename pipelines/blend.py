@@ -58,22 +58,40 @@ def read_json(path: str, *, flag: str):
         raise UsageError(f"{flag} {path}: not valid JSON ({exc})") from None
 
 
-def load_shards(*, signature: str | None, inputs: list[str] | None,
-                path_prefix: str | None) -> list[blendlib.Shard]:
+def shard_paths(*, signature: str | None, inputs: list[str] | None) -> list[str]:
+    """The shards' prefixes: the names a signature lists, or the datasets ``--input`` finds."""
     if signature:
         names = read_json(signature, flag="--signature")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise UsageError(f"--signature {signature}: expected a JSON list of shard names, as "
                              "written by python -m pipelines.signature")
-        paths = [n.removesuffix(".bin").removesuffix(".idx") for n in names]
-    else:
-        paths = expand_inputs(inputs)
+        return [n.removesuffix(".bin").removesuffix(".idx") for n in names]
+    return expand_inputs(inputs)
+
+
+def make_shards(paths: list[str], *, path_prefix: str | None) -> list[blendlib.Shard]:
     shards = []
     for path in paths:
         base = path.rstrip("/").rsplit("/", 1)[-1]
         target = fsutil.join(path_prefix, base) if path_prefix else path
         shards.append(blendlib.parse_shard(base, target))
     return shards
+
+
+def load_shards(*, signature: str | None, inputs: list[str] | None,
+                path_prefix: str | None) -> list[blendlib.Shard]:
+    return make_shards(shard_paths(signature=signature, inputs=inputs), path_prefix=path_prefix)
+
+
+def refuse_overwriting_inputs(args, prefixes: list[str]) -> None:
+    """No output may be a file this command reads (a config file, a dataset found by --input),
+    under any spelling; raises :class:`fsutil.SameLocationError`."""
+    read = [p for p in (args.signature, args.data_ratio, args.lang_prob, args.exclude) if p]
+    if args.input:
+        read += [prefix + suffix for prefix in prefixes for suffix in (".bin", ".idx")]
+    for flag, path in (("--output-script", args.output_script), ("--report", args.report)):
+        if path and path != "-":
+            fsutil.refuse_same_location([path], read, flag=flag)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,14 +137,15 @@ def run(argv=None) -> int:
                                              source=args.lang_prob)
         exclude = blendlib.parse_exclude(read_json(args.exclude, flag="--exclude"),
                                          source=args.exclude) if args.exclude else []
-        shards = load_shards(signature=args.signature, inputs=args.input,
-                             path_prefix=args.path_prefix)
+        paths = shard_paths(signature=args.signature, inputs=args.input)
+        refuse_overwriting_inputs(args, paths)
+        shards = make_shards(paths, path_prefix=args.path_prefix)
         result = blendlib.compute_blend(
             shards, ratios=ratios, lang_prob=lang_prob, total_tokens=total, exclude=exclude,
             max_epochs=args.max_epochs,
             sources={"lang_prob": args.lang_prob, "data_ratio": args.data_ratio,
                      "exclude": args.exclude or "--exclude"})
-    except (UsageError, blendlib.ConfigError) as exc:
+    except (UsageError, blendlib.ConfigError, fsutil.SameLocationError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (blendlib.BlendError, InputError) as exc:

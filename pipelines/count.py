@@ -117,13 +117,16 @@ def plan(prefixes: list[str], *, rename: bool) -> list[Row]:
             rows.append(Row(counts, prefix, "no counts in name", True))
             continue
         target = fsutil.join(os.path.dirname(prefix), counts.counted_name())
+        # Two datasets renamed to one name (e.g. the same one spelled two ways, d/x and d/./x)
+        # would have the second rename clobber the first: compare places, not spellings.
+        place = fsutil.resolve_location(target)
         clash = [p for p in (indexed.bin_path(target), indexed.idx_path(target))
-                 if fsutil.exists(p)] or ([target] if target in targets else [])
+                 if fsutil.exists(p)] or ([target] if place in targets else [])
         if clash:
             rows.append(Row(counts, prefix, f"TARGET EXISTS {clash[0]}; move it away first",
                             False))
             continue
-        targets.add(target)
+        targets.add(place)
         rows.append(Row(counts, prefix, f"rename -> {os.path.basename(target)}", True, target))
     return rows
 

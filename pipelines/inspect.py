@@ -164,9 +164,14 @@ def run(argv=None) -> int:
                              "tokenizer.json, or a SentencePiece .model); metadata.json names "
                              "none that exists here")
         decode = load_decoder(model) if args.decode else None
+        if args.plot:  # a typo'd --plot out/x.bin would replace the dataset it is reading
+            fsutil.refuse_same_location(
+                [args.plot], [p + suffix for p in prefixes for suffix in (".bin", ".idx")]
+                + [path for path, _ in dsmod.metadata_files(prefixes)] + ([model] if model else []),
+                flag="--plot")
         shards = [dsmod.Shard(p) for p in prefixes]
         vocab_size = dsmod.read_vocab_size(prefixes)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError) as exc:  # ValueError: also fsutil.SameLocationError
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

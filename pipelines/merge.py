@@ -8,7 +8,8 @@ in chunks and the index arrays are spilled, so memory does not grow with the dat
   same inputs always give the same bytes.
 - Before anything is written: every input's header is read, the dtypes must agree (else nothing
   is written and the differing files are named), the counts are summed, and the output must not
-  exist (``--overwrite`` replaces it) nor be one of the inputs.
+  exist (``--overwrite`` replaces it) nor be one of the inputs under any spelling
+  (``DIR/./NAME``, ``DIR//NAME``, ``..``, a symlink, another URL form: exit status 2).
 - Output name: ``PREFIX_dc=N_sc=N_tc=N`` (the summed counts). A PREFIX that already ends in
   counts is used as it is after checking they are the sums (a mismatch is an error);
   ``--no-counts`` writes exactly PREFIX.
@@ -16,7 +17,7 @@ in chunks and the index arrays are spilled, so memory does not grow with the dat
   end; a failure removes the temporary files and leaves no final-named file.
 
 Exit status: 0 merged, 1 inputs that cannot be merged (the message names them), 2 bad command
-line.
+line (including an output that is one of the inputs).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from dataio import fs as fsutil
 from dataio import indexed, naming
 from pipelines.count import count_dataset
-from pipelines.signature import InputError, expand_inputs
+from pipelines.signature import InputError, expand_inputs, unique_datasets
 
 
 class MergeError(ValueError):
@@ -68,8 +69,12 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
         final = output
     else:
         final = naming.with_counts(output, total.documents, total.sequences, total.tokens)
-    if final in prefixes:
-        raise MergeError(f"the output {final} is also an input; choose another --output")
+    # Spelled differently (DIR/./NAME, DIR//NAME, "..", a symlink), the output is still an input
+    # that --overwrite would destroy: compare where the files are, not how they are written.
+    fsutil.refuse_same_location([indexed.bin_path(final), indexed.idx_path(final)],
+                                [f(p) for p in prefixes for f in (indexed.bin_path,
+                                                                  indexed.idx_path)],
+                                flag="--output")
     if not overwrite:
         existing = [p for p in (indexed.bin_path(final), indexed.idx_path(final))
                     if fsutil.exists(p)]
@@ -82,7 +87,7 @@ def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = T
                    overwrite: bool = False) -> tuple[str, indexed.Counts]:
     """Merge ``prefixes`` (in natural order) into ``output``; returns the final prefix and its
     counts."""
-    ordered = sorted(dict.fromkeys(prefixes), key=natural_key)
+    ordered = unique_datasets(sorted(prefixes, key=natural_key))
     final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
                               overwrite=overwrite)
     header = indexed.merge(ordered, final)
@@ -117,6 +122,9 @@ def run(argv=None) -> int:
         prefixes = expand_inputs(args.input)
         final, total = merge_datasets(prefixes, output, counts_in_name=not args.no_counts,
                                       overwrite=args.overwrite)
+    except fsutil.SameLocationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_status
     except (InputError, MergeError, indexed.FormatError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

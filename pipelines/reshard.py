@@ -153,7 +153,8 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)]
-    clobbered = sorted(set(existing) & {s.path for s in sources})
+    read = {fsutil.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
+    clobbered = sorted(p for p in existing if fsutil.resolve_location(p) in read)
     if clobbered:
         raise rs.ReshardError(f"input {clobbered[0]} has a name the output would use; write to "
                               "another --output folder")

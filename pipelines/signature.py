@@ -9,7 +9,8 @@ without its ``.idx`` (or the reverse) is an error unless ``--skip-incomplete``.
 Also the home of :func:`expand_inputs`, which turns ``--input`` globs into dataset prefixes for
 the count, blend and merge commands.
 
-Exit status: 0 written, 1 incomplete datasets or none found, 2 bad command line.
+Exit status: 0 written, 1 incomplete datasets or none found, 2 bad command line (including an
+``--output`` that is one of the dataset files, however spelled).
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def _has_magic(pattern: str) -> bool:
 
 
 def expand_inputs(patterns: list[str], *, skip_incomplete: bool = False) -> list[str]:
-    """Dataset prefixes named by ``--input`` values, sorted and without duplicates.
+    """Dataset prefixes named by ``--input`` values, sorted and without duplicates (however
+    they are spelled: see :func:`unique_datasets`).
 
     A pattern may be a glob, a folder (its datasets, not its subfolders'), a ``.bin``/``.idx``
     file or a prefix. Other matches (``metadata.json``, folders matched by a wildcard) are
@@ -95,7 +97,20 @@ def expand_inputs(patterns: list[str], *, skip_incomplete: bool = False) -> list
             raise InputError(f"--input {pattern}: no .bin/.idx datasets match; check the path "
                              "and quote the glob so the shell does not expand it")
         prefixes.update(found)
-    return sorted(prefixes)
+    return unique_datasets(sorted(prefixes))
+
+
+def unique_datasets(prefixes: list[str]) -> list[str]:
+    """``prefixes`` with every dataset once, in the given order: ``out/x`` and ``out/./x`` (or a
+    symlink to it) are one dataset, and counting, blending or merging it twice is never meant."""
+    seen: set[str] = set()
+    unique = []
+    for prefix in prefixes:
+        where = fsutil.resolve_location(indexed.idx_path(prefix))
+        if where not in seen:
+            seen.add(where)
+            unique.append(prefix)
+    return unique
 
 
 def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
@@ -137,6 +152,15 @@ def run(argv=None) -> int:
     if not names:
         print(f"error: no .bin/.idx datasets in {args.input}", file=sys.stderr)
         return 1
+    try:
+        if args.output != "-":
+            fsutil.refuse_same_location([args.output], [fsutil.join(args.input, n + suffix)
+                                                        for n in names
+                                                        for suffix in (".bin", ".idx")],
+                                        flag="--output")
+    except fsutil.SameLocationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_status
     write_text(args.output, json.dumps(names, indent=1) + "\n")
     if args.output != "-":
         print(f"{len(names)} datasets -> {args.output}")
