@@ -36,8 +36,10 @@ Contract:
   environment variables set on the worker, or a managed identity.
 - Every secret seen is registered with :func:`dataio.redact.register_secret`.
 - :func:`replace` commits ``source`` to ``target``: a real rename on an ADLS Gen2 hierarchical
-  namespace; otherwise a server-side copy, waited on until it succeeded, then the source deleted.
-  Either way ``target`` is complete whenever it exists. Writes go through adlfs block blobs
+  namespace; otherwise a server-side copy waited on until it succeeded (or, when the credential
+  is a SAS, staged blocks and one block-list commit, so that no copy source with ``sig=`` is
+  ever stored on a blob), then the source deleted. Either way ``target`` is complete whenever
+  it exists, and no secret is stored anywhere in the storage account. Writes go through adlfs block blobs
   (staged blocks of ``block_size`` bytes, committed at close), so memory per open file is
   bounded by the block size and an unfinished upload never shows as a blob.
 """
@@ -52,6 +54,7 @@ import os
 import re
 import threading
 import time
+import uuid
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
@@ -79,6 +82,11 @@ DEFAULT_BLOCK_SIZE = 16 * 2**20
 PROBE_CLIENT_KWARGS = {"retry_total": 0, "connection_timeout": 5, "read_timeout": 15}
 COPY_POLL_MAX_SECONDS = 5.0
 COPY_TIMEOUT_SECONDS = 6 * 3600
+# A commit under SAS stages the target's blocks from the source: server-side blocks of this
+# size (Put Block From URL takes up to 4000 MiB; smaller ones keep each request short), a few
+# requests in flight.
+BLOCK_FROM_URL_BYTES = 100 * 2**20
+STAGE_CONCURRENCY = 4
 
 _HOST_RE = re.compile(r"^(?P<account>[a-z0-9]{3,24})\.(?P<kind>blob|dfs)\."
                       r"(?P<suffix>core\.windows\.net|core\.chinacloudapi\.cn|"
@@ -295,6 +303,7 @@ _plan: AzurePlan | None = None
 _resolved: dict[str, tuple[str, dict[str, Any]]] = {}   # scope -> (method, storage options)
 _credentials: dict[str | None, tuple[Any, Any]] = {}    # client id -> (aio, sync) credential
 _hns: dict[str, bool] = {}                                # account -> hierarchical namespace
+_block_from_url: dict[str, bool] = {}                     # account -> has Put Block From URL
 
 
 def reset() -> None:
@@ -306,6 +315,7 @@ def reset() -> None:
         _resolved.clear()
         _credentials.clear()
         _hns.clear()
+        _block_from_url.clear()
         os.environ.pop(PLAN_ENV, None)
         os.environ.pop(SECRETS_ENV, None)
     from dataio import fs as fsutil
@@ -786,45 +796,119 @@ def method_for(url: str) -> str | None:
 def replace(fs, source: str, target: str) -> None:
     """Move ``source`` to ``target`` (both ``container/blob`` on ``fs``), replacing it.
 
-    ADLS Gen2 with a hierarchical namespace: one atomic rename. Flat namespace: server-side
-    copy, waited on until the service reports success, then the source deleted; ``target`` only
-    ever shows the previous or the complete new content.
+    ADLS Gen2 with a hierarchical namespace: one atomic rename. Flat namespace: the content is
+    committed under ``target`` in one request at the end (a server-side copy waited on until
+    it succeeded, or a block list), then the source deleted; ``target`` only ever shows the
+    previous or the complete new content.
+
+    No secret may be stored in the account: a Copy Blob keeps its source URL in the target's
+    ``x-ms-copy-source`` property for the blob's lifetime, so a copy is used only when the
+    source URL carries no query (account key, connection string with a key, Entra ID). With a
+    SAS, blocks are staged under ``target`` (Put Block From URL: the SAS travels in one
+    request's header and is kept nowhere; where the service lacks that call, e.g. Azurite, the
+    bytes are streamed through in bounded blocks) and the block list committed.
     """
     from fsspec.asyn import sync
 
     if _hierarchical_namespace(fs) and _rename_on_dfs(fs, source, target):
         fs.invalidate_cache()
         return
-    sync(fs.loop, _copy_and_wait, fs, source, target)
+    sync(fs.loop, _commit_copy, fs, source, target)
     fs.rm_file(source)
     fs.invalidate_cache()
 
 
-async def _copy_and_wait(fs, source: str, target: str) -> None:
-    from azure.core.exceptions import ResourceNotFoundError
-
+async def _commit_copy(fs, source: str, target: str) -> None:
     src_container, src_blob, _ = fs.split_path(source)
     dst_container, dst_blob, _ = fs.split_path(target)
-    source_client = fs.service_client.get_blob_client(src_container, src_blob)
-    async with fs.service_client.get_blob_client(dst_container, dst_blob) as target_client:
+    async with fs.service_client.get_blob_client(src_container, src_blob) as source_client, \
+            fs.service_client.get_blob_client(dst_container, dst_blob) as target_client:
+        if urlsplit(source_client.url).query:
+            await _commit_by_blocks(source_client, target_client, source, target)
+        else:
+            await _copy_and_wait(source_client, target_client, source, target)
+
+
+async def _copy_and_wait(source_client, target_client, source: str, target: str) -> None:
+    from azure.core.exceptions import ResourceNotFoundError
+
+    try:
+        result = await target_client.start_copy_from_url(source_client.url)
+    except ResourceNotFoundError as error:
+        raise FileNotFoundError(f"{source}: no such blob to commit") from error
+    status = result.get("copy_status")
+    delay, waited = 0.05, 0.0
+    while status == "pending":
+        if waited > COPY_TIMEOUT_SECONDS:
+            await target_client.abort_copy(result["copy_id"])
+            raise TimeoutError(f"server-side copy {source} -> {target} still pending after "
+                               f"{waited:.0f} s; aborted")
+        await asyncio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, COPY_POLL_MAX_SECONDS)
+        status = (await target_client.get_blob_properties()).copy.status
+    if status != "success":
+        raise OSError(f"server-side copy {source} -> {target} ended with status {status}")
+
+
+async def _commit_by_blocks(source_client, target_client, source: str, target: str) -> None:
+    """Stage ``source``'s bytes as blocks of ``target`` and commit the block list: ``target``
+    appears (or changes) only at the commit, complete. Blocks left by a killed attempt stay
+    uncommitted (invisible, discarded by the service) and a rerun's commit names only its own."""
+    from azure.core import MatchConditions
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+    try:
+        props = await source_client.get_blob_properties()
+    except ResourceNotFoundError as error:
+        raise FileNotFoundError(f"{source}: no such blob to commit") from error
+    # Fixed-width ids (the service wants every block id of a blob the same length), unique per
+    # attempt so that blocks staged by an earlier, killed attempt are never committed.
+    attempt = uuid.uuid4().hex
+    account = source_client.account_name
+    server_side = _block_from_url.get(account, True)
+    if server_side:
         try:
-            result = await target_client.start_copy_from_url(source_client.url)
-        except ResourceNotFoundError as error:
-            raise FileNotFoundError(f"{source}: no such blob to commit") from error
-        status = result.get("copy_status")
-        delay, waited = 0.05, 0.0
-        while status == "pending":
-            if waited > COPY_TIMEOUT_SECONDS:
-                await target_client.abort_copy(result["copy_id"])
-                raise TimeoutError(f"server-side copy {source} -> {target} still pending after "
-                                   f"{waited:.0f} s; aborted")
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, COPY_POLL_MAX_SECONDS)
-            status = (await target_client.get_blob_properties()).copy.status
-        if status != "success":
-            raise OSError(f"server-side copy {source} -> {target} ended with status {status}")
-    await source_client.close()
+            ids = await _stage_blocks(props.size, BLOCK_FROM_URL_BYTES, attempt,
+                                      lambda block_id, offset, length:
+                                      target_client.stage_block_from_url(
+                                          block_id, source_client.url, source_offset=offset,
+                                          source_length=length))
+        except HttpResponseError as error:
+            if error.status_code != 501:   # 501: this service has no Put Block From URL
+                raise
+            _block_from_url[account] = server_side = False
+    if not server_side:
+        async def stream(block_id, offset, length):
+            download = await source_client.download_blob(
+                offset, length, etag=props.etag, match_condition=MatchConditions.IfNotModified)
+            await target_client.stage_block(block_id, await download.readall())
+
+        ids = await _stage_blocks(props.size, _current_plan().block_size, attempt, stream)
+    await target_client.commit_block_list(ids, content_settings=props.content_settings,
+                                          metadata=props.metadata or None)
+
+
+async def _stage_blocks(size: int, block_bytes: int, attempt: str, stage) -> list[str]:
+    """Call ``stage(block_id, offset, length)`` for every block of a ``size``-byte blob, at
+    most ``STAGE_CONCURRENCY`` at once (memory: that many blocks when streaming)."""
+    spans = [(f"{attempt}{i:08d}", offset, min(block_bytes, size - offset))
+             for i, offset in enumerate(range(0, size, block_bytes))]
+    gate = asyncio.Semaphore(STAGE_CONCURRENCY)
+
+    async def one(span):
+        async with gate:
+            await stage(*span)
+
+    tasks = [asyncio.ensure_future(one(span)) for span in spans]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:   # the first failure decides; the rest must not run on unobserved
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return [block_id for block_id, _, _ in spans]
 
 
 def _hierarchical_namespace(fs) -> bool:
