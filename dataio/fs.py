@@ -371,3 +371,21 @@ def content_hash(path: str) -> str:
         while chunk := f.read(_HASH_CHUNK):
             digest.update(chunk)  # releases the GIL: files hashed in threads run in parallel
     return f"{CONTENT_HASH}:{digest.hexdigest()}"
+
+
+def content_hashes(paths: list[str]) -> dict[str, str | None]:
+    """:func:`content_hash` of each path, several files at a time (reading and hashing release
+    the GIL, so threads use every core and overlap remote reads). A file that cannot be read maps
+    to ``None``: hashing is no place to fail it; its reader fails its shards with the reason."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(path: str) -> str | None:
+        try:
+            return content_hash(path)
+        except OSError:
+            return None
+
+    if not paths:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(8, len(paths), max(2, os.cpu_count() or 1))) as pool:
+        return dict(zip(paths, pool.map(one, paths)))
