@@ -6,6 +6,14 @@ one file: a range ``[start, end)`` owns every line that *starts* inside it, so t
 file together yield each line exactly once. Compressed files are read whole (they cannot be
 entered in the middle). Parquet files are read by row group and only the requested columns.
 
+A file that is wrong as a whole (truncated or corrupt compression, a short Parquet file, a path
+that cannot be read) raises :class:`CorruptFileError` from the reader, in the worker, so only that
+file's shards fail: discovery and planning never raise for one bad file, they record why the file
+could not be listed or planned (``InputFile.error``, ``WorkItem.error``) and the reader fails with
+it. A compressed stream must end where its format says it ends: a zstd file that stops inside a
+frame, a gzip file without its trailer, and an empty ``.gz``/``.zst`` (a copy that never started)
+are corrupt, not short.
+
 Readers yield :class:`RawRecord`s: the bytes of one JSONL line (or the values of one Parquet
 row) with its line number and byte offset, for error reports. Line numbers are 1-based. For a
 range that does not start at 0 the line number is found by counting newlines before it, which is
@@ -15,8 +23,11 @@ only done when a record of that range is reported as bad.
 from __future__ import annotations
 
 import dataclasses
+import glob as globlib
 import gzip
 import os
+import sys
+import zlib
 from typing import Iterator, Sequence
 
 from dataio import fs as fsutil
@@ -40,6 +51,7 @@ class InputFile:
     path: str
     size: int
     version: str  # mtime (local) or etag (object stores): part of the resume key
+    error: str = ""  # why discovery could not read the file; its shards fail with this reason
 
     @property
     def stem(self) -> str:
@@ -62,6 +74,7 @@ class WorkItem:
     start: int = 0
     end: int | None = None
     row_groups: tuple[int, ...] = ()
+    error: str = ""  # why planning could not read the file: the reader fails the item with it
 
 
 @dataclasses.dataclass
@@ -98,29 +111,51 @@ def _version_of(info: dict) -> str:
     return "unknown"
 
 
-def discover(patterns: Sequence[str]) -> list[InputFile]:
+def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[InputFile]:
     """Every supported file named by the patterns (globs, files, or folders: every supported file
-    directly in them), sorted by path, each once."""
+    directly in them), sorted by path, each once.
+
+    A path that exists is taken as it is, even with glob characters in its name (``web[1].jsonl``).
+    What a folder or glob matches leaves out the files of a tokenbeam job that are not inputs: a
+    ``metadata.json`` it wrote, anything under ``_commits/``, ``_failures/``, ``_errors/`` or
+    ``_temporary/``, and the files in ``leave_out`` (the tokenizer's); one line on stderr names
+    them. A file whose details cannot be read (a symlink loop, a dangling link, a storage error) is
+    kept with ``error`` set, so that only its shards fail."""
     found: dict[str, InputFile] = {}
+    left_out: list[str] = []
+    not_inputs = {_location(p) for p in leave_out if p}
     for pattern in patterns:
         fs, inner = fsutil.filesystem_and_path(pattern)
+        literal = False
         if fs.isdir(inner):
-            paths = [p for p in fsutil.glob(fsutil.join(pattern, "*"))
-                     if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
+            listed = fsutil.glob(fsutil.join(_escape_glob(pattern), "*"))
+            paths = [p for p in listed if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
+        elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
+            literal, paths = True, [pattern]  # a link that leads nowhere fails its shards
         elif any(ch in pattern for ch in "*?["):
             paths = fsutil.glob(pattern)
         else:
-            if not fs.exists(inner):
-                raise InputError(f"--input {pattern}: no such file or folder")
-            paths = [pattern]
+            raise InputError(f"--input {pattern}: no such file or folder")
+        if not literal:  # a file named on purpose is read even if it looks like one of ours
+            kept = []
+            for path in paths:
+                why = _not_an_input(path, not_inputs)
+                if why:
+                    left_out.append(f"{path} ({why})")
+                else:
+                    kept.append(path)
+            paths = kept
         if not paths:
             raise InputError(f"--input {pattern}: matches no supported file "
                              f"({', '.join(SUPPORTED_SUFFIXES)})")
         for path in paths:
             file_format(path)
-            fs_, inner_ = fsutil.filesystem_and_path(path)
-            info = fs_.info(inner_)
-            found[path] = InputFile(path, int(info.get("size") or 0), _version_of(info))
+            found[path] = _input_file(path)
+    if left_out:
+        shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more"
+                                           if len(left_out) > 5 else "")
+        print(f"inputs: left out {len(left_out)} file(s) that are not inputs: {shown}",
+              file=sys.stderr, flush=True)
     files = sorted(found.values(), key=lambda f: f.path)
     stems: dict[str, str] = {}
     for f in files:
@@ -131,16 +166,77 @@ def discover(patterns: Sequence[str]) -> list[InputFile]:
     return files
 
 
+def _input_file(path: str) -> InputFile:
+    fs, inner = fsutil.filesystem_and_path(path)
+    try:
+        info = fs.info(inner)
+    except OSError as exc:  # this file only: its shards fail with the reason, the others run
+        return InputFile(path, 0, "unreadable", error=f"{path}: cannot read the file "
+                         f"({exc.strerror or exc}); fix it or leave it out")
+    return InputFile(path, int(info.get("size") or 0), _version_of(info))
+
+
+def _location(path: str) -> str:
+    """One spelling per file, to compare paths: resolved for local paths (symlinks, ``..``)."""
+    if fsutil.is_local(path):
+        return os.path.realpath(path.removeprefix("file://"))
+    return path.rstrip("/")
+
+
+def _escape_glob(path: str) -> str:
+    """``path`` with glob characters matching only themselves (a folder named ``data[1]``). In
+    URLs ``?`` starts the query, so it stays."""
+    if fsutil.is_local(path):
+        return globlib.escape(path)
+    return "".join(f"[{ch}]" if ch in "*[" else ch for ch in path)
+
+
+# What a tokenbeam job writes into its output folder besides shards (dataio.sink's layout).
+_JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary")
+
+
+def _not_an_input(path: str, not_inputs: set[str]) -> str:
+    """Why a file a folder or glob matched is not an input ("" when it is one)."""
+    folders = path.replace("\\", "/").split("/")[:-1]
+    for name in _JOB_FOLDERS:
+        if name in folders:
+            return f"written by tokenbeam under {name}/"
+    if _location(path) in not_inputs:
+        return "a tokenizer file"
+    if os.path.basename(path) == "metadata.json" and _is_manifest(path):
+        return "tokenbeam's metadata.json"
+    return ""
+
+
+def _is_manifest(path: str) -> bool:
+    """A pretty-printed JSON document, as tokenbeam writes metadata.json: its first line is
+    ``{`` alone, so it cannot be JSONL (a JSONL record is a whole object on one line)."""
+    try:
+        with fsutil.open_file(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return False
+    return head.split(b"\n", 1)[0].strip() == b"{" and b"\n" in head
+
+
 def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> list[WorkItem]:
-    """Cut files into work items; see the module docstring."""
+    """Cut files into work items; see the module docstring. Never raises for one bad file: a
+    file that could not be listed or planned becomes one item carrying the reason, which the
+    reader raises in the worker (so only that file's shards fail)."""
     items = []
     for f in files:
-        if f.format == "jsonl" and f.size > split_bytes:
+        if f.error:
+            items.append(WorkItem(f.path, f.stem, f.format, 0, error=f.error))
+        elif f.format == "jsonl" and f.size > split_bytes:
             for k, start in enumerate(range(0, f.size, split_bytes)):
                 items.append(WorkItem(f.path, f.stem, f.format, k, start,
                                       min(start + split_bytes, f.size)))
         elif f.format == "parquet":
-            groups = parquet_row_groups(f.path)
+            try:
+                groups = parquet_row_groups(f.path)
+            except CorruptFileError as exc:  # e.g. a short file: no footer to plan with
+                items.append(WorkItem(f.path, f.stem, f.format, 0, error=str(exc)))
+                continue
             per_item = 8  # row groups per item: enough parallelism, few items per file
             chunks = [tuple(groups[i:i + per_item]) for i in range(0, len(groups), per_item)] or [()]
             for k, chunk in enumerate(chunks):
@@ -157,39 +253,107 @@ def parquet_row_groups(path: str) -> list[int]:
         with fsutil.open_file(path, "rb") as fh:
             return list(range(pq.ParquetFile(fh).num_row_groups))
     except Exception as exc:  # noqa: BLE001 - any pyarrow failure means an unreadable file
-        raise CorruptFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+        raise CorruptFileError(f"{path}: not a readable Parquet file ({exc}); the file is "
+                               "corrupt or truncated: re-copy it or leave it out") from exc
 
 
 # --- JSONL ------------------------------------------------------------------------------------
 
-def _open_decompressed(path: str, fmt: str):
-    raw = fsutil.open_file(path, "rb")
-    if fmt == "jsonl.gz":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if fmt == "jsonl.zst":
+class _BadStream(Exception):
+    """A compressed stream that is not whole (raised inside :func:`read_jsonl`)."""
+
+
+class _ZstdStream:
+    """The decompressed bytes of a ``.zst`` file, frame after frame, as ``read(n)``.
+
+    zstandard's ``stream_reader`` returns end-of-file when the file stops inside a frame, so a
+    truncated file would read as a shorter valid one. Here each frame is decoded by its own
+    ``decompressobj``, which knows when its frame is complete: input ending while a frame is
+    open raises :class:`_BadStream`. Compressed input is fed in small chunks so the output held
+    at once stays near ``n`` (plus one chunk's worth).
+    """
+
+    _CHUNK = 1 << 17
+
+    def __init__(self, raw):
         import zstandard
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True,
-                                                          closefd=True)
-    return raw
+        self._raw = raw
+        self._dctx = zstandard.ZstdDecompressor()
+        self._error = zstandard.ZstdError
+        self._frame = None  # the decompressobj of the frame being decoded
+        self._frames = 0
+        self._out: list[bytes] = []
+        self._held = 0
+        self._eof = False
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._eof and (n < 0 or self._held < n):
+            self._fill()
+        data = b"".join(self._out)
+        if 0 <= n < len(data):
+            data, rest = data[:n], data[n:]
+            self._out, self._held = [rest], len(rest)
+        else:
+            self._out, self._held = [], 0
+        return data
+
+    def _fill(self) -> None:
+        data = self._raw.read(self._CHUNK)
+        if not data:
+            if self._frame is not None:
+                raise _BadStream("the file ends inside a zstd frame")
+            if self._frames == 0:
+                raise _BadStream("empty file, not even one zstd frame")
+            self._eof = True
+            return
+        try:
+            while data:
+                if self._frame is None:
+                    self._frame = self._dctx.decompressobj()
+                    self._frames += 1
+                out = self._frame.decompress(data)
+                if out:
+                    self._out.append(out)
+                    self._held += len(out)
+                if not self._frame.eof:
+                    break
+                data, self._frame = self._frame.unused_data, None  # the next frame starts here
+        except self._error as exc:
+            raise _BadStream(str(exc)) from None
 
 
 def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
-    """The lines a work item owns, in order (without their newline)."""
+    """The lines a work item owns, in order (without their newline). Raises
+    :class:`CorruptFileError` for a file that cannot be read, or whose compressed stream is
+    corrupt or incomplete (then records before the fault may already have been yielded: the
+    caller fails the whole file)."""
+    if item.error:
+        raise CorruptFileError(item.error)
     if item.format == "jsonl":
-        yield from _read_jsonl_range(item.path, item.start, item.end)
+        try:
+            yield from _read_jsonl_range(item.path, item.start, item.end)
+        except CorruptFileError:
+            raise
+        except OSError as exc:
+            raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or "
+                                   "leave it out") from exc
         return
     try:
-        with _open_decompressed(item.path, item.format) as f:
+        raw = fsutil.open_file(item.path, "rb")
+    except OSError as exc:
+        raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or leave it "
+                               "out") from exc
+    with raw:
+        try:
+            f = _ZstdStream(raw) if item.format == "jsonl.zst" else gzip.GzipFile(fileobj=raw,
+                                                                                  mode="rb")
             yield from _split_lines(f, base=0, end=None, first_line=1)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise CorruptFileError(f"{item.path}: cannot decompress ({exc}); the file is corrupt or "
-                               "truncated: re-copy it or leave it out") from exc
-    except Exception as exc:
-        if type(exc).__module__.startswith("zstd"):
+            if item.format == "jsonl.gz" and raw.tell() == 0:
+                raise _BadStream("empty file, not even a gzip header")
+        except (OSError, EOFError, zlib.error, _BadStream) as exc:
             raise CorruptFileError(f"{item.path}: cannot decompress ({exc}); the file is corrupt "
                                    "or truncated: re-copy it or leave it out") from exc
-        raise
 
 
 def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
@@ -265,6 +429,8 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
     dicts). A column missing from the file gives a list of None (reported per record)."""
     import pyarrow.parquet as pq
 
+    if item.error:
+        raise CorruptFileError(item.error)
     try:
         with fsutil.open_file(item.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
@@ -282,4 +448,5 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
     except CorruptFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - any pyarrow failure means an unreadable file
-        raise CorruptFileError(f"{item.path}: not a readable Parquet file ({exc})") from exc
+        raise CorruptFileError(f"{item.path}: not a readable Parquet file ({exc}); the file is "
+                               "corrupt or truncated: re-copy it or leave it out") from exc

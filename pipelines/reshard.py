@@ -84,19 +84,21 @@ class ReshardJob:
         return dict(sorted(found.items()))
 
 
-def discover(patterns: list[str]) -> list[tuple[str, int]]:
-    """``(path, size)`` of every supported file the patterns name (globs, files, or folders:
-    the supported files directly in them), sorted, each once."""
-    found: dict[str, int] = {}
+def discover(patterns: list[str]) -> list[tuple[str, int, str]]:
+    """``(path, size, error)`` of every supported file the patterns name (globs, files, or
+    folders: the supported files directly in them), sorted, each once. A path that exists is
+    taken as it is, even with glob characters in its name. ``error`` says why a file's details
+    could not be read (a symlink loop): measuring reports it with the other unreadable files."""
+    found: dict[str, tuple[int, str]] = {}
     for pattern in patterns:
         fs, inner = fsutil.filesystem_and_path(pattern)
         if fs.isdir(inner):
             paths = fsutil.list_files(pattern)
-        elif any(ch in pattern for ch in "*?["):
-            paths = fsutil.glob(pattern)
-        elif fs.exists(inner):
+        elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
             readers.file_format(pattern)  # an explicitly named file must be supported
             paths = [pattern]
+        elif any(ch in pattern for ch in "*?["):
+            paths = fsutil.glob(pattern)
         else:
             raise rs.ReshardError(f"--input {pattern}: no such file or folder")
         paths = [p for p in paths
@@ -106,8 +108,12 @@ def discover(patterns: list[str]) -> list[tuple[str, int]]:
             raise rs.ReshardError(f"--input {pattern}: matches no input file "
                                   f"({', '.join(readers.SUPPORTED_SUFFIXES)})")
         for path in paths:
-            found[path] = fsutil.info(path)["size"]
-    return sorted(found.items())
+            try:
+                found[path] = (fsutil.info(path)["size"], "")
+            except OSError as exc:
+                found[path] = (0, f"{path}: cannot read the file ({exc.strerror or exc}); fix it "
+                                  "or leave it out")
+    return sorted((path, size, error) for path, (size, error) in found.items())
 
 
 def plan_job(options: PipelineOptions) -> ReshardJob:
@@ -136,10 +142,10 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
     if unused:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
-    for path, size in discover(io.input):
+    for path, size, error in discover(io.input):
         fields = rs.fields_of(path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=path, format=readers.file_format(path), size=size,
-                                 fields=tuple(sorted(fields.items()))))
+                                 fields=tuple(sorted(fields.items())), error=error))
     extension = rs.EXTENSIONS[ro.compression]
     output = io.output.rstrip("/") if "://" in io.output else io.output
     group_fields = sorted({s.fields for s in sources})
@@ -237,6 +243,16 @@ def run(argv=None) -> int:
         return 1
     finally:
         fsutil.remove_tree(job.temp_dir)
+    if summary["failed"]:
+        for f in summary["failed"]:
+            reason = f["reason"] if f["reason"].startswith(f["path"]) else \
+                f"{f['path']}: {f['reason']}"
+            print(f"FAILED {reason}", file=sys.stderr)
+        print(f"error: reshard wrote nothing: {len(summary['failed'])} input(s) cannot be read "
+              "whole (listed above); a shard without their documents would look complete. "
+              "Re-copy or leave them out and rerun.", file=sys.stderr)
+        return 1
+    summary = summary["shards"]
     for row in sorted(summary, key=lambda r: r["name"]):
         print(f"{row['name']}  documents={row['documents']} bytes={row['bytes']}")
     print(f"{len(summary)} shards, {sum(r['documents'] for r in summary)} documents, "

@@ -101,7 +101,7 @@ def plan(options) -> Job:
     seg.validate_segmentation()
     tok_opts = options.view_as(opts.TokenizerOptions)
     spec = tok_opts.tokenizer_spec()
-    files = readers.discover(io.input)
+    files = readers.discover(io.input, leave_out=spec.files())
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     print(f"tokenizer backend: {backend} ({why})", file=sys.stderr, flush=True)
     spec = dataclasses.replace(spec, backend=backend)

@@ -17,6 +17,10 @@ Contract:
   parallel, planned in one place), and gzip/zstd output carries no timestamp or file name.
 - Shards are written under a temporary folder and renamed to their final names
   (``template.format(**fields, split=i)`` + extension) only after every shard is written.
+- An input that cannot be read whole (a truncated or corrupt ``.gz``/``.zst``, a short Parquet
+  file, a path that cannot be opened) is found while measuring, and then nothing is written: the
+  offsets of a group depend on every file in it, and shards missing a file's documents would look
+  complete. Every such file is listed with its reason (:data:`SUMMARY_NAME`'s ``failed``).
   Planned shards that received no document (possible only when single documents are larger than
   a span) are dropped, and ``split`` numbers the remaining shards of a group 0, 1, 2, ...
 
@@ -171,6 +175,7 @@ class Source:
     format: str  # readers.file_format: jsonl, jsonl.gz, jsonl.zst, parquet
     size: int  # bytes on storage
     fields: tuple[tuple[str, str], ...]  # the group it belongs to
+    error: str = ""  # why the driver could not read its details; measuring fails with it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +185,7 @@ class Measured:
 
     source: Source
     unit_sizes: tuple[int, ...]
+    error: str = ""  # why the file could not be read: then no shard is planned at all
 
     @property
     def size(self) -> int:
@@ -240,7 +246,11 @@ def plan_group(measured: Sequence[Measured], *, target: int) -> list[tuple[Piece
 
 
 def plan_tasks(measured: Iterable[Measured], *, target: int) -> list[ShardTask]:
-    """Every group's shards; groups in sorted order of their fields."""
+    """Every group's shards; groups in sorted order of their fields. None at all when a source
+    could not be measured (see the module docstring)."""
+    measured = list(measured)
+    if any(m.error for m in measured):
+        return []
     groups: dict[tuple, list[Measured]] = {}
     for m in measured:
         groups.setdefault(m.source.fields, []).append(m)
@@ -285,11 +295,15 @@ def _parquet_lines(path: str, row_groups: Iterable[int]) -> Iterator[tuple[int, 
     except readers.CorruptFileError:
         raise
     except (OSError, ValueError) as exc:
-        raise readers.CorruptFileError(f"{path}: not a readable Parquet file ({exc})") from exc
+        raise readers.CorruptFileError(f"{path}: not a readable Parquet file ({exc}); the file is "
+                                       "corrupt or truncated: re-copy it or leave it out") from exc
 
 
 def measure(source: Source) -> Measured:
-    """Sizes of a source's units on the offset line (reads the file unless it is plain JSONL)."""
+    """Sizes of a source's units on the offset line (reads the file unless it is plain JSONL).
+    Raises :class:`readers.CorruptFileError` for a file that cannot be read whole."""
+    if source.error:
+        raise readers.CorruptFileError(source.error)
     if source.format == "jsonl":
         return Measured(source, (source.size,))
     if source.format == "parquet":
@@ -300,7 +314,8 @@ def measure(source: Source) -> Measured:
                 groups = pq.ParquetFile(fh).num_row_groups
         except (OSError, ValueError) as exc:
             raise readers.CorruptFileError(f"{source.path}: not a readable Parquet file "
-                                           f"({exc})") from exc
+                                           f"({exc}); the file is corrupt or truncated: re-copy "
+                                           "it or leave it out") from exc
         sizes = [0] * groups
         for g, lines in _parquet_lines(source.path, range(groups)):
             sizes[g] += sum(len(line) + 1 for line in lines)
@@ -424,6 +439,16 @@ def final_names(results: Iterable[ShardResult], plan: CommitPlan) -> list[tuple[
     return named
 
 
+def measure_or_fail(source: Source) -> Measured:
+    """:func:`measure`, or a measurement carrying why the file cannot be read."""
+    try:
+        return measure(source)
+    except OSError as exc:  # CorruptFileError included: the file, not the job, is at fault
+        reason = str(exc) if isinstance(exc, readers.CorruptFileError) else \
+            f"{source.path}: cannot read the file ({exc}); fix it or leave it out"
+        return Measured(source, (), error=reason)
+
+
 def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
     """Rename every written shard to its final name, drop empty ones and stale outputs; returns
     a summary row per final shard. Idempotent: a retried commit skips what is already done."""
@@ -449,12 +474,14 @@ def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
              "inputs": sorted({p.path for p in r.task.pieces})} for r, final in named]
 
 
+# Written by the commit step under the temporary folder, read by the driver:
+# {"shards": [summary row per committed shard], "failed": [{"path", "reason"} per unreadable input]}
 SUMMARY_NAME = "_summary.json"
 
 
 class _MeasureFn(beam.DoFn):
     def process(self, source: Source):
-        yield measure(source)
+        yield measure_or_fail(source)
 
 
 class _WriteShardFn(beam.DoFn):
@@ -466,11 +493,13 @@ class _WriteShardFn(beam.DoFn):
         yield write_shard(task, temp_dir=self._temp_dir, compression=self._compression)
 
 
-def _commit_and_summarise(results, *, plan: CommitPlan, temp_dir: str):
-    summary = commit(list(results), plan)
+def _commit_and_summarise(results, *, failed, plan: CommitPlan, temp_dir: str):
+    failed = sorted(({"path": m.source.path, "reason": m.error} for m in failed),
+                    key=lambda f: f["path"])
+    shards = [] if failed else commit(list(results), plan)  # none are planned when one failed
     fsutil.put_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
-                      json.dumps(summary, indent=1).encode("utf-8"))
-    yield from summary
+                      json.dumps({"shards": shards, "failed": failed}, indent=1).encode("utf-8"))
+    yield from shards
 
 
 class ReshardFiles(beam.PTransform):
@@ -491,6 +520,7 @@ class ReshardFiles(beam.PTransform):
         measured = (sources
                     | "SpreadSources" >> beam.Reshuffle()
                     | "MeasureSources" >> beam.ParDo(_MeasureFn()))
+        failed = measured | "UnreadableSources" >> beam.Filter(lambda m: bool(m.error))
         results = (measured
                    | "GatherMeasurements" >> beam.combiners.ToList()
                    | "PlanShards" >> beam.FlatMap(lambda ms, target: plan_tasks(ms, target=target),
@@ -500,5 +530,6 @@ class ReshardFiles(beam.PTransform):
                                                                compression=self._compression)))
         return (results
                 | "GatherResults" >> beam.combiners.ToList()
-                | "CommitShards" >> beam.FlatMap(_commit_and_summarise, plan=self._plan,
-                                                 temp_dir=self._temp_dir))
+                | "CommitShards" >> beam.FlatMap(_commit_and_summarise,
+                                                 failed=beam.pvalue.AsList(failed),
+                                                 plan=self._plan, temp_dir=self._temp_dir))
