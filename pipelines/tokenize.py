@@ -259,10 +259,12 @@ def build(pipeline: beam.Pipeline, job: Job, *, storage=None):
                   by_stem=shards_of_stem))
     planned = pipeline | "PlannedShards" >> beam.Create([(s.shard, s.fingerprint) for s in todo])
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
-        job.spec, job.config, storage=storage)
-    results = tokens | "WriteShards" >> sink.WriteShards(
+        job.spec, job.config, on_bad_record=io.on_bad_record, storage=storage)
+    results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage)
-    read[docs.ERRORS_TAG] | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage)
+    # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
+    ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
+     | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
     return results
 
 

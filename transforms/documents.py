@@ -5,7 +5,11 @@ sentences, as Megatron accepts). A record that is bad for *any* requested key is
 every key's shard, so the shards of different keys of one input stay aligned document by
 document. Bad records: not JSON, a blank line, not an object, a missing key, a value that is not
 a string (or list of strings), invalid UTF-8, a lone surrogate escape (not encodable as UTF-8,
-which the tokenizers reject).
+which the tokenizers reject), JSON nested more than 1,024 levels (orjson's limit; the standard
+library, which Megatron uses, gives up near 1,000 levels, so no record Megatron reads is lost).
+The tokenize step adds the documents the sentence splitter or the tokenizer raises on (see
+transforms/tokenize.py): every DocumentBatch carries each document's file, line and byte offset
+so that those reports name file:line too, and they go to the same ``errors`` output.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from dataio import readers
 ERRORS_TAG = "errors"
 FAILED_TAG = "failed"
 _SNIPPET = 200
+MAX_JSON_DEPTH = 1024  # orjson's nesting limit
 
 
 class BadRecord(ValueError):
@@ -55,14 +60,23 @@ def parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[st
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            # Decided by orjson's fixed limit, not by the standard library's, which depends on
+            # how deep the caller's stack already is: the same line could pass on one runner
+            # and fail on another.
+            raise BadRecord(f"JSON nested more than {MAX_JSON_DEPTH} levels deep") from None
         # orjson is stricter than the JSON Megatron reads (huge integers, NaN): retry with the
         # standard library before calling the line bad.
         try:
             obj = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as uexc:
             raise BadRecord(f"invalid UTF-8 at byte {uexc.start} of the line") from None
-        except ValueError:
+        except RecursionError:
+            raise BadRecord("JSON nested too deeply for Python's json module") from None
+        except json.JSONDecodeError:
             raise BadRecord(f"not valid JSON ({exc})") from None
+        except ValueError as jexc:  # e.g. an integer of more than 4,300 digits
+            raise BadRecord(f"not readable JSON ({str(jexc)[:_SNIPPET]})") from None
     if not isinstance(obj, dict):
         raise BadRecord(f"a JSON {type(obj).__name__}, not an object")
     missing = [k for k in keys if k not in obj]
@@ -89,9 +103,22 @@ class DocumentBatch:
     texts: dict[str, list[str | list[str]]]
     ids: list[str | None]  # document ids (for holdout), None where there is none
     num_bytes: int
+    # Where each document came from, for the bad records the tokenize step finds: the input
+    # path, each document's 1-based line (row for Parquet; None where a byte range did not start
+    # at 0, resolved only when reported) and byte offset (row index for Parquet).
+    path: str = ""
+    lines: list[int | None] = dataclasses.field(default_factory=list)
+    offsets: list[int] = dataclasses.field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def bad_record(self, index: int, reason: str, *, key: str) -> "BadRecordReport":
+        """The report for document ``index`` of this batch, found bad for ``key`` after reading."""
+        line, offset = self.lines[index], self.offsets[index]
+        if line is None:  # only uncompressed JSONL ranges start past byte 0
+            line = readers.line_number_at(self.path, offset)
+        return BadRecordReport(self.path, line, offset, reason, snippet(self.texts[key][index]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +131,13 @@ class BadRecordReport:
 
     def as_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def bad_record_error(report: BadRecordReport) -> BadRecord:
+    """What ``--on-bad-record fail`` raises for ``report`` (wherever the record was found bad)."""
+    return BadRecord(f"{report.file}:{report.line}: {report.reason} (byte offset "
+                     f"{report.offset}); use --on-bad-record skip to leave bad records out and "
+                     "list them in _errors/")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +155,15 @@ class _Batcher:
     def _reset(self):
         self.texts = {k: [] for k in self.keys}
         self.ids, self.num_bytes = [], 0
+        self.lines, self.offsets = [], []
 
-    def add(self, texts: dict[str, list[str]], doc_id, num_bytes: int) -> DocumentBatch | None:
+    def add(self, texts: dict[str, list[str]], doc_id, num_bytes: int, *, line: int | None,
+            offset: int) -> DocumentBatch | None:
         for k in self.keys:
             self.texts[k].append(texts[k])
         self.ids.append(doc_id)
+        self.lines.append(line)
+        self.offsets.append(offset)
         self.num_bytes += num_bytes
         if len(self.ids) >= self.max_docs or self.num_bytes >= self.max_bytes:
             return self.flush()
@@ -135,7 +173,7 @@ class _Batcher:
         if not self.ids:
             return None
         batch = DocumentBatch(self.item.stem, self.item.index, self.number, self.texts, self.ids,
-                              self.num_bytes)
+                              self.num_bytes, self.item.path, self.lines, self.offsets)
         self.number += 1
         self._reset()
         return batch
@@ -162,7 +200,8 @@ def read_documents(item: readers.WorkItem, keys: Sequence[str], *, id_key: str |
                     continue
                 doc_id = str(row[id_key]) if id_key and row.get(id_key) is not None else None
                 size = sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in texts.values())
-                if (batch := batcher.add(texts, doc_id, size)) is not None:
+                if (batch := batcher.add(texts, doc_id, size, line=first_row + r + 1,
+                                         offset=first_row + r)) is not None:
                     yield batch
     else:
         parse_keys = list(keys)
@@ -177,7 +216,8 @@ def read_documents(item: readers.WorkItem, keys: Sequence[str], *, id_key: str |
             doc_id = None
             if id_key:
                 doc_id = _json_id(rec.data, id_key)
-            if (batch := batcher.add(texts, doc_id, len(rec.data) + 1)) is not None:
+            if (batch := batcher.add(texts, doc_id, len(rec.data) + 1, line=rec.line,
+                                     offset=rec.offset)) is not None:
                 yield batch
     if (batch := batcher.flush()) is not None:
         yield batch
@@ -207,9 +247,7 @@ class _ReadDocumentsFn(beam.DoFn):
                                       max_docs=self._max_docs, max_bytes=self._max_bytes):
                 if isinstance(out, BadRecordReport):
                     if self._on_bad == "fail":
-                        raise BadRecord(f"{out.file}:{out.line}: {out.reason} (byte offset "
-                                        f"{out.offset}); use --on-bad-record skip to leave bad "
-                                        "records out and list them in _errors/")
+                        raise bad_record_error(out)
                     yield beam.pvalue.TaggedOutput(ERRORS_TAG, (item.stem, out))
                 else:
                     yield out

@@ -270,7 +270,7 @@ def _nltk_splitter(lang: str, *, keep_newlines: bool) -> Callable[[str], list[st
         raise SplitterUnavailableError(
             "--sentence-splitter nltk needs NLTK: pip install 'tokenbeam[sentences]'") from None
     params = _load_punkt_params(lang)
-    lang_vars = _megatron_language_vars()() if keep_newlines else punkt.PunktLanguageVars()
+    lang_vars = _language_vars(keep_newlines=keep_newlines)()
     tokenizer = punkt.PunktSentenceTokenizer(train_text=params, lang_vars=lang_vars)
     window = MEGATRON_WINDOW_CHARS
 
@@ -282,9 +282,26 @@ def _nltk_splitter(lang: str, *, keep_newlines: bool) -> Callable[[str], list[st
     return split
 
 
+# Punkt's boundary search and NLTK's time limit. Newer NLTK (nltk.redos) runs every regex under
+# a 5-second limit, and for the `finditer` punkt walks a whole window with, the clock runs from
+# the first match to the last *including punkt's own work between matches* (processor time). A
+# million characters of ordinary prose take about that long, so whether a long document
+# splits or raises TimeoutError would depend on the machine and its load: not reproducible.
+# The boundary search therefore runs without the limit (its pattern is linear in the text,
+# with _RunStartPattern for Megatron's keep-newlines pattern, which is not); every other punkt
+# regex keeps NLTK's limit, and a document that still trips one is a bad record.
+
 @functools.cache
-def _megatron_language_vars():
+def _language_vars(*, keep_newlines: bool):
     from nltk.tokenize.punkt import PunktLanguageVars
+
+    class LanguageVars(PunktLanguageVars):
+        def period_context_re(self):
+            try:
+                return self._boundary_search
+            except AttributeError:
+                self._boundary_search = _untimed(super().period_context_re())
+                return self._boundary_search
 
     class KeepNewlinesLanguageVars(PunktLanguageVars):
         # Megatron's CustomLanguageVars: the whitespace after a sentence end is part of the
@@ -292,7 +309,64 @@ def _megatron_language_vars():
         # slice keeps its trailing newlines. Same expression, compiled VERBOSE by punkt.
         _period_context_fmt = (r"\S* %(SentEndChars)s \s*"
                                r"(?=(?P<after_tok> %(NonWord)s | (?P<next_tok>\S+) ))")
-    return KeepNewlinesLanguageVars
+
+        def period_context_re(self):
+            try:
+                return self._boundary_search
+            except AttributeError:
+                self._boundary_search = _RunStartPattern(super().period_context_re(),
+                                                         self.sent_end_chars)
+                return self._boundary_search
+
+    return KeepNewlinesLanguageVars if keep_newlines else LanguageVars
+
+
+def _untimed(pattern, source: str | None = None, flags: int = 0):
+    """``pattern`` (or ``source`` compiled by ``pattern``'s engine) without NLTK's time limit."""
+    if isinstance(pattern, re.Pattern):  # NLTK before nltk.redos: the re module, no limit
+        return pattern if source is None else re.compile(source, flags)
+    from nltk import redos
+
+    return redos.compile(pattern if source is None else source, flags, timeout=None)
+
+
+class _RunStartPattern:
+    r"""Megatron's keep-newlines boundary pattern (``\S* [.?!] \s* (?=...)``) with the matches
+    of ``finditer`` found in linear time instead of quadratic.
+
+    ``finditer`` tries the pattern at every position; inside a whitespace-free run that has no
+    sentence end from that position on, ``\S*`` runs to the end of the run and backtracks all
+    the way, for each position: quadratic in the run's length. A 30,000-character run (a URL
+    list, base64, a table without spaces) takes NLTK past its 5-second limit (TimeoutError: the
+    job failed, and Megatron stops there), and a run of a million would take hours. Yet only a
+    run's first character can start a match: from a later start the pattern reaches only
+    sentence ends the run's start reaches too, and the match from the run's start ends at the
+    run's *last* usable sentence end (``\S*`` is greedy), after which nothing in the run can
+    match. So trying the pattern at the start of each run that holds a sentence end gives
+    exactly NLTK's matches (the same match objects of the same pattern), and each run is scanned
+    a bounded number of times. The run finder is compiled by the pattern's own engine so that
+    ``\S`` means the same (``regex`` and ``re`` disagree on U+001C..U+001F)."""
+
+    def __init__(self, pattern, sent_end_chars):
+        self._pattern = _untimed(pattern)
+        ends = re.escape("".join(sorted(set(sent_end_chars))))
+        # the start of a run, up to its first sentence end (runs without one are passed over)
+        self._runs = _untimed(pattern, rf"(?<!\S)\S*?[{ends}]", re.UNICODE)
+
+    def finditer(self, text: str):
+        end = 0
+        for run in self._runs.finditer(text):
+            if run.start() < end:
+                continue  # the run the previous match ended in: nothing more matches there
+            m = self._pattern.match(text, run.start())
+            if m is not None:
+                yield m
+                end = m.end()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):  # no recursion while _pattern is not set yet
+            raise AttributeError(name)
+        return getattr(self._pattern, name)
 
 
 _PUNKT_FILES = ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab")

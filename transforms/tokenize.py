@@ -10,6 +10,13 @@ holdout shard (``holdout/{name}``) instead.
 
 All of it is vectorised per batch (:func:`assemble`): one tokenizer call per batch and key,
 numpy for the rest.
+
+Bad records found here: a document the sentence splitter or the tokenizer raises on (say a
+NullTokenizer text that is not integers) is a bad record, like a line the parser rejects: it is
+left out of the shard of *every* key (so the keys' shards stay aligned), and reported with its
+file, line and reason on the ``errors`` output (``--on-bad-record fail`` raises instead). Only
+the batch that raised pays for finding it: that batch is redone one document per call, which
+gives the same ids as the batched call, so the output bytes do not change.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import apache_beam as beam
 import numpy as np
 
 from dataio import naming
-from transforms.documents import DocumentBatch
+from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
 HOLDOUT_DIR = "holdout"
@@ -101,6 +108,21 @@ def _select(tokens, lengths, per_doc, mask):
     return tokens[tok_mask], lengths[seq_mask], per_doc[mask]
 
 
+def drop_documents(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarray,
+                   keep: np.ndarray):
+    """The segments of the documents ``keep`` (a boolean per document) out of a tokenizer output,
+    with the documents renumbered 0.. in order; returns (ids, segment_lengths, segment_doc)."""
+    seg_keep = keep[segment_doc]
+    new_index = np.cumsum(keep) - 1
+    return (ids[np.repeat(seg_keep, segment_lengths)], segment_lengths[seg_keep],
+            new_index[segment_doc[seg_keep]])
+
+
+def _describe(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
 @dataclasses.dataclass(frozen=True)
 class TokenizeConfig:
     keys: tuple[str, ...]
@@ -115,8 +137,10 @@ class TokenizeConfig:
 
 
 class _TokenizeFn(beam.DoFn):
-    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, storage=None):
+    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, on_bad_record="skip",
+                 storage=None):
         self._spec, self._config, self._storage = spec, config, storage
+        self._on_bad_record = on_bad_record
 
     def setup(self):
         if self._storage is not None:
@@ -142,18 +166,32 @@ class _TokenizeFn(beam.DoFn):
 
     def process(self, batch: DocumentBatch):
         cfg = self._config
-        first_key = batch.texts[cfg.keys[0]]
-        hold = holdout_mask(batch.ids, first_key, cfg.holdout_fraction)
+        bad: dict[int, tuple[str, str]] = {}  # document -> (key, reason); bad for one key = for all
+        # Every key is split and encoded before anything is yielded: a document found bad for
+        # the last key must be left out of the first key's shard too.
+        segmented = {key: self._split_documents(batch.texts[key], key=key, bad=bad)
+                     for key in cfg.keys}
+        encoded = {key: self._encode(*segmented.pop(key), key=key, bad=bad) for key in cfg.keys}
+        hold = holdout_mask(batch.ids, batch.texts[cfg.keys[0]], cfg.holdout_fraction)
+        num_docs = len(batch)
+        if bad:
+            for d in sorted(bad):
+                key, reason = bad[d]
+                report = batch.bad_record(d, reason, key=key)
+                if self._on_bad_record == "fail":
+                    raise bad_record_error(report)
+                yield beam.pvalue.TaggedOutput(ERRORS_TAG, (batch.stem, report))
+            keep = np.ones(num_docs, dtype=bool)
+            keep[list(bad)] = False
+            encoded = {key: drop_documents(*encoded[key], keep) for key in cfg.keys}
+            hold, num_docs = hold[keep], int(keep.sum())
+            if not num_docs:
+                self._progress(len(batch), batch.num_bytes)
+                return
         for key in cfg.keys:
-            segments, seg_doc = [], []
-            for d, value in enumerate(batch.texts[key]):
-                segs = self._segments(value)
-                segments.extend(segs)
-                seg_doc.extend([d] * len(segs))
-            ids, seg_lengths = self._tok.encode_batch(segments)
+            ids, seg_lengths, seg_doc = encoded.pop(key)
             tokens, lengths, per_doc, kept = assemble(
-                ids, seg_lengths, np.asarray(seg_doc, dtype=np.int64), len(batch),
-                eod=self._eod, skip_empty=cfg.skip_empty)
+                ids, seg_lengths, seg_doc, num_docs, eod=self._eod, skip_empty=cfg.skip_empty)
             name = naming.base_name(batch.stem, key, cfg.level)
             if hold.any():
                 kept_hold = hold[kept]
@@ -171,6 +209,56 @@ class _TokenizeFn(beam.DoFn):
             self._tokens += int(tokens.size)
         self._progress(len(batch), batch.num_bytes)
 
+    def _split_documents(self, values, *, key: str, bad: dict) -> tuple[list[str], list[int]]:
+        """Every document's segments in order, and the document of each segment; a document the
+        splitter raises on gets no segments and goes into ``bad``."""
+        segments, seg_doc = [], []
+        for d, value in enumerate(values):
+            try:
+                segs = self._segments(value)
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever the splitter raises on this text
+                bad.setdefault(d, (key, f"the sentence splitter failed on key {key!r} "
+                                        f"({_describe(exc)})"))
+                continue
+            segments.extend(segs)
+            seg_doc.extend([d] * len(segs))
+        return segments, seg_doc
+
+    def _encode(self, segments: list[str], seg_doc: list[int], *, key: str, bad: dict):
+        """(ids, segment_lengths, segment_doc) of ``segments``: one tokenizer call; if it raises,
+        one call per document, and the documents that raise on their own go into ``bad``."""
+        try:
+            ids, seg_lengths = self._tok.encode_batch(segments)
+            return ids, seg_lengths, np.asarray(seg_doc, dtype=np.int64)
+        except MemoryError:
+            raise
+        except Exception:  # noqa: BLE001 - found out below, one document at a time
+            pass
+        id_parts, length_parts, doc_parts = [], [], []
+        start = 0
+        while start < len(segments):
+            d = seg_doc[start]
+            stop = start + 1
+            while stop < len(segments) and seg_doc[stop] == d:
+                stop += 1
+            if d not in bad:
+                try:
+                    ids, seg_lengths = self._tok.encode_batch(segments[start:stop])
+                except MemoryError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - whatever the tokenizer raises on it
+                    bad[d] = (key, f"the tokenizer failed on key {key!r} ({_describe(exc)})")
+                else:
+                    id_parts.append(ids)
+                    length_parts.append(seg_lengths)
+                    doc_parts.append(np.full(stop - start, d, dtype=np.int64))
+            start = stop
+        if not id_parts:
+            return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+        return np.concatenate(id_parts), np.concatenate(length_parts), np.concatenate(doc_parts)
+
     def _progress(self, docs: int, num_bytes: int) -> None:
         self._docs += docs
         self._bytes += num_bytes
@@ -183,11 +271,15 @@ class _TokenizeFn(beam.DoFn):
 
 
 class TokenizeDocuments(beam.PTransform):
-    """DocumentBatch -> TokenBatch (one per shard the batch touches)."""
+    """DocumentBatch -> TokenBatch (main output ``tokens``: one per shard the batch touches),
+    and (stem, BadRecordReport) on ``errors`` (transforms.documents.ERRORS_TAG) for documents
+    the splitter or tokenizer raised on."""
 
-    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, storage=None):
+    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, on_bad_record="skip",
+                 storage=None):
         super().__init__()
-        self._fn = _TokenizeFn(spec, config, storage=storage)
+        self._fn = _TokenizeFn(spec, config, on_bad_record=on_bad_record, storage=storage)
 
     def expand(self, batches):
-        return batches | "Tokenize" >> beam.ParDo(self._fn)
+        return batches | "Tokenize" >> beam.ParDo(self._fn).with_outputs(ERRORS_TAG,
+                                                                          main="tokens")
