@@ -136,26 +136,27 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
             paths = fsutil.glob(pattern)
         else:
             raise InputError(f"--input {pattern}: no such file or folder")
+        skipped = []
         if not literal:  # a file named on purpose is read even if it looks like one of ours
             kept = []
             for path in paths:
                 why = _not_an_input(path, not_inputs)
                 if why:
-                    left_out.append(f"{path} ({why})")
+                    skipped.append(f"{path} ({why})")
                 else:
                     kept.append(path)
             paths = kept
+            left_out += skipped
         if not paths:
             raise InputError(f"--input {pattern}: matches no supported file "
-                             f"({', '.join(SUPPORTED_SUFFIXES)})")
+                             f"({', '.join(SUPPORTED_SUFFIXES)})"
+                             + (f"; left out, not inputs: {_listing(skipped)}" if skipped else ""))
         for path in paths:
             file_format(path)
             found[path] = _input_file(path)
     if left_out:
-        shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more"
-                                           if len(left_out) > 5 else "")
-        print(f"inputs: left out {len(left_out)} file(s) that are not inputs: {shown}",
-              file=sys.stderr, flush=True)
+        print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
+              f"{_listing(left_out)}", file=sys.stderr, flush=True)
     files = sorted(found.values(), key=lambda f: f.path)
     stems: dict[str, str] = {}
     for f in files:
@@ -164,6 +165,11 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
                              f"{f.stem}_*; rename one or tokenize them in separate --output folders")
         stems[f.stem] = f.path
     return files
+
+
+def _listing(entries: list[str], shown: int = 5) -> str:
+    more = len(entries) - shown
+    return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _input_file(path: str) -> InputFile:
@@ -197,9 +203,9 @@ _JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary")
 
 def _not_an_input(path: str, not_inputs: set[str]) -> str:
     """Why a file a folder or glob matched is not an input ("" when it is one)."""
-    folders = path.replace("\\", "/").split("/")[:-1]
+    parts = path.replace("\\", "/").rstrip("/").split("/")
     for name in _JOB_FOLDERS:
-        if name in folders:
+        if name in parts:
             return f"written by tokenbeam under {name}/"
     if _location(path) in not_inputs:
         return "a tokenizer file"
