@@ -168,3 +168,12 @@ def test_reshard_lists_a_bad_file_and_writes_nothing(case, tmp_path, capfd):
     os.remove(inp / name)  # without the bad file the same command writes every document
     assert _reshard(inp, out) == 0
     assert sum(p.read_bytes().count(b"\n") for p in out.iterdir()) == len(ROWS)
+
+
+def test_reshard_literal_path_with_brackets(tmp_path, capfd):
+    (tmp_path / "web[1].jsonl").write_bytes(RAW)
+    (tmp_path / "web1.jsonl").write_bytes(RAW[:100])  # what the glob [1] would match instead
+    out = tmp_path / "out"
+    assert _reshard(tmp_path / "web[1].jsonl", out) == 0
+    assert "Traceback" not in capfd.readouterr().err
+    assert sum(p.read_bytes().count(b"\n") for p in out.iterdir()) == len(ROWS)
