@@ -1,0 +1,157 @@
+"""Bad records, pure parts: JSON nesting, dropping bad documents from a tokenized batch, the
+per-document fallback of TokenizeDocuments, and punkt's boundary search in linear time."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dataio import readers
+from transforms import documents as docs
+from transforms import tokenize as tz
+from transforms.tokenizer import TokenizerSpec
+
+
+# --- the parser --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, reason", [
+    (b"[" * 10_000 + b"]" * 10_000, "nested more than 1024 levels"),
+    (b"[" * 10_000, "nested more than 1024 levels"),
+    (b'{"text": "x", "meta": ' + b'{"a": ' * 3000 + b"0" + b"}" * 3000 + b"}",
+     "nested more than 1024 levels"),
+    (b'{"text": "x", "n": ' + b"1" * 5000 + b"}", "4300 digits"),
+])
+def test_records_that_break_the_parser_are_bad_records(line, reason):
+    with pytest.raises(docs.BadRecord, match=reason):
+        docs.parse_json_line(line, ["text"])
+
+
+def test_nesting_megatron_reads_is_read_and_deeper_is_a_bad_record():
+    # json.loads (Megatron's reader) stops near 1,000 levels: anything it reads is read here
+    line = b'{"text": "x", "meta": ' + b"[" * 900 + b"]" * 900 + b"}"
+    json.loads(line)
+    assert docs.parse_json_line(line, ["text"]) == {"text": "x"}
+    # within orjson's limit but with a NaN, which only the standard library reads: its
+    # RecursionError is a bad record too
+    line = b'{"text": "x", "n": NaN, "meta": ' + b"[" * 1020 + b"]" * 1020 + b"}"
+    with pytest.raises(docs.BadRecord, match="nested too deeply"):
+        docs.parse_json_line(line, ["text"])
+
+
+# --- dropping documents ----------------------------------------------------------------------
+
+def test_drop_documents_keeps_the_others_in_order():
+    # documents 0..3 with segments [2 ids], [] (none), [1 id, 3 ids], [1 id]
+    ids = np.array([10, 11, 20, 21, 22, 23, 30])
+    seg_lengths = np.array([2, 1, 3, 1])
+    seg_doc = np.array([0, 2, 2, 3])
+    keep = np.array([True, True, False, True])
+    got_ids, got_lengths, got_doc = tz.drop_documents(ids, seg_lengths, seg_doc, keep)
+    assert got_ids.tolist() == [10, 11, 30]
+    assert got_lengths.tolist() == [2, 1]
+    assert got_doc.tolist() == [0, 2]  # documents renumbered: 0, 1 (empty), 3 -> 2
+
+
+# --- the tokenize step's per-document fallback ---------------------------------------------------
+
+def _batch(tmp_path, texts):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    item = readers.WorkItem(str(path), "d", "jsonl", 0, 0, None)
+    [batch] = list(docs.read_documents(item, ["text"]))
+    return batch
+
+
+def _tokenize_fn(**config):
+    fn = tz._TokenizeFn(TokenizerSpec("NullTokenizer", vocab_size=50),
+                        tz.TokenizeConfig(keys=("text",), append_eod=True, log_interval=0,
+                                          **config))
+    fn.setup()
+    calls = []
+    encode = fn._tok.encode_batch
+    fn._tok.encode_batch = lambda texts: (calls.append(len(texts)), encode(texts))[1]
+    return fn, calls
+
+
+def test_only_a_batch_that_raises_is_redone_per_document(tmp_path):
+    fn, calls = _tokenize_fn()
+    [out] = list(fn.process(_batch(tmp_path, ["1 2", "3", "4 5 6"])))
+    assert calls == [3]  # a good batch: one tokenizer call
+    assert out.tokens.tolist() == [1, 2, 49, 3, 49, 4, 5, 6, 49]
+    calls.clear()
+    outs = list(fn.process(_batch(tmp_path, ["1 2", "3 three", "", "4 5 6"])))
+    assert calls == [4, 1, 1, 1, 1]  # the batch, then each document on its own
+    [error] = [o.value for o in outs if hasattr(o, "tag")]
+    [tokens] = [o for o in outs if not hasattr(o, "tag")]
+    stem, report = error
+    assert (stem, report.line, report.offset) == ("d", 2, len('{"text": "1 2"}\n'))
+    assert "ValueError" in report.reason and "three" in report.snippet
+    assert tokens.tokens.tolist() == [1, 2, 49, 4, 5, 6, 49]
+    assert tokens.sequences_per_document.tolist() == [1, 0, 1]  # the empty document stays
+
+
+def test_a_batch_of_only_bad_documents_yields_no_tokens(tmp_path):
+    fn, _ = _tokenize_fn()
+    outs = list(fn.process(_batch(tmp_path, ["x", "y z"])))
+    assert [o.value[1].line for o in outs] == [1, 2]
+
+
+def test_on_bad_record_fail_raises_with_file_and_line(tmp_path):
+    fn, _ = _tokenize_fn()
+    fn._on_bad_record = "fail"
+    with pytest.raises(docs.BadRecord, match=r"d\.jsonl:2: the tokenizer failed on key 'text'"):
+        list(fn.process(_batch(tmp_path, ["1", "two"])))
+
+
+# --- punkt's boundary search -------------------------------------------------------------------
+
+punkt = pytest.importorskip("nltk.tokenize.punkt", reason="NLTK is not installed")
+
+
+class _MegatronLanguageVars(punkt.PunktLanguageVars):
+    # Megatron-LM's CustomLanguageVars, compiled by NLTK itself: the pattern to be equal to
+    _period_context_fmt = r"""
+        \S*                          # the word before the end
+        %(SentEndChars)s             # a candidate sentence end
+        \s*                          # whitespace stays with the sentence
+        (?=(?P<after_tok>
+            %(NonWord)s              # punctuation follows
+            |
+            (?P<next_tok>\S+)        # or the next word (no \s+ before it)
+        ))"""
+
+
+_ALPHABET = list("ab1.?!,;:-()\"'") + [" ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u201d", "Mr",
+                                       " The", "etc.", "\u3002"]
+
+
+def _match_key(m):
+    return m.span(), m.group("after_tok"), m.group("next_tok"), m.span("next_tok")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_ALPHABET), max_size=40))
+def test_keep_newlines_boundary_search_gives_nltks_matches(pieces):
+    from transforms import sentences
+
+    text = "".join(pieces)
+    fast = sentences._language_vars(keep_newlines=True)().period_context_re()
+    nltk_own = _MegatronLanguageVars().period_context_re()
+    assert [_match_key(m) for m in fast.finditer(text)] == \
+        [_match_key(m) for m in nltk_own.finditer(text)]
+
+
+def test_keep_newlines_sentences_equal_nltks():
+    from transforms import sentences
+
+    rng = random.Random(7)
+    ours = punkt.PunktSentenceTokenizer(lang_vars=sentences._language_vars(keep_newlines=True)())
+    theirs = punkt.PunktSentenceTokenizer(lang_vars=_MegatronLanguageVars())
+    words = ["word", "Mr.", "etc.", "end.", "Why?", "Yes!", "(a.)", '"q."', "x.y", "--", "\n",
+             "\n\n", "  ", "A", "The", "3.14", "\x1c", "aaaa" * 20]
+    for _ in range(300):
+        text = " ".join(rng.choice(words) for _ in range(rng.randrange(30)))
+        assert ours.tokenize(text) == theirs.tokenize(text), text
