@@ -37,7 +37,8 @@ from runners import config as rc
 PIPELINE_MODULE = "pipelines.tokenize"
 # Flags the launcher sets itself; a user value would silently fight with them.
 RESERVED_FLAGS = ("--runner", "--job_endpoint", "--environment_type", "--environment_config",
-                  "--parallelism", "--sdk_worker_parallelism", "--flink_master")
+                  "--parallelism", "--sdk_worker_parallelism", "--flink_master",
+                  "--flink_job_server_jar", "--flink_submit_uber_jar")
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
@@ -96,7 +97,6 @@ def settings_block(cfg: dict, *, flink_home: str, job_server_jar: str, pipeline_
         f"JOB_SERVER_JAR={q(job_server_jar)}",
         f"JM_MEMORY={q(cfg['jobmanager_memory'])}",
         f"TM_MEMORY={q(cfg['taskmanager_memory'])}",
-        f"JOB_SERVER_MEMORY={q(cfg['job_server_memory'])}",
         f"FLINK_TMP_BASE={q(cfg['flink_tmp_dir'] or '')}",
         f"CPUS_PER_NODE={int(cfg['cpus_per_node'])}",
         f"SLOTS={int(slots)}",
@@ -136,7 +136,7 @@ def check_pipeline_args(args: list[str]) -> list[str]:
     for arg in args:
         name = arg.partition("=")[0]
         if name in RESERVED_FLAGS:
-            raise rc.ConfigError(f"{name}: set by the launcher (PortableRunner on the job's own "
+            raise rc.ConfigError(f"{name}: set by the launcher (FlinkRunner on the job's own "
                                  "Flink cluster); leave it out of the pipeline arguments")
     safe, warnings = rc.split_secrets(args)
     for w in warnings:

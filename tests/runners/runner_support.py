@@ -63,3 +63,45 @@ def flink_temp_entries() -> set:
     import tempfile
 
     return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(FLINK_TEMP_PREFIXES)}
+
+
+# --- listening sockets ---------------------------------------------------------------------------
+
+def listening_sockets() -> list[tuple[str, int, int, str]]:
+    """Every listening TCP socket as (address, port, pid, process name), from ``ss -Hltnp``
+    (iproute2; as root it sees every process's sockets)."""
+    import re
+    import subprocess
+
+    out = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        address, _, port = fields[3].rpartition(":")
+        for name, pid in re.findall(r'\("([^"]*)",pid=(\d+)', line):
+            found.append((address, int(port), int(pid), name))
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    """``127.0.0.1``, ``[::1]``, ``[::ffff:127.0.0.1]``, ``127.0.0.1%lo`` -> True;
+    ``*``, ``0.0.0.0``, ``[::]`` (every interface) or any other address -> False."""
+    import ipaddress
+
+    address = address.strip("[]").split("%")[0]
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return ip.is_loopback or bool(mapped and mapped.is_loopback)
+
+
+def describe(pid: int) -> str:
+    """A process's command line."""
+    try:
+        return " ".join(psutil.Process(pid).cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "(gone)"

@@ -1,6 +1,7 @@
 """The tokenize job on SLURM + Flink, end to end: a local SLURM cluster with 2 virtual nodes,
-the launcher's rendered sbatch script starting Flink (JobManager + a TaskManager per node),
-worker pools and Beam's job server inside the allocation, then tearing them down."""
+the launcher's rendered sbatch script starting Flink (JobManager + a TaskManager per node) and
+worker pools inside the allocation, submitting the pipeline as an uber jar (no Beam job server),
+then tearing them down."""
 
 import json
 import os
@@ -9,9 +10,10 @@ import subprocess
 import time
 import urllib.request
 
+import psutil
 import pytest
-from runner_support import (PYTHON, ROOT, assert_no_processes_left, flink_temp_entries, shards,
-                            tokenize_args)
+from runner_support import (PYTHON, ROOT, assert_no_processes_left, describe, flink_temp_entries,
+                            is_loopback, listening_sockets, processes_with, shards, tokenize_args)
 
 from runners import slurm
 
@@ -84,7 +86,7 @@ def test_two_node_job_matches_direct_runner(launch, direct_output, corpus_dir, h
     folder = launch.log_dir / job_id
     logs = set(os.listdir(folder))
     assert {"batch.log", "jobmanager.log", "taskmanager-node1.log", "taskmanager-node2.log",
-            "job-server.log", "pipeline.log", "flink-conf", "exit-status"} <= logs
+            "pipeline.log", "flink-conf", "exit-status"} <= logs
     assert any(name.startswith("worker-pool-") for name in logs)
     batch = (folder / "batch.log").read_text()
     assert f"2 TaskManager(s), {2 * launch.cpus} slots" in batch
@@ -190,3 +192,93 @@ def test_requeue_on_the_pre_timeout_signal_resumes_to_identical_output(
     skipped = (rerun / "pipeline.log").read_text().count("\nskip ")
     assert_no_processes_left(launch.marker)
     print(f"\nrequeued: the rerun skipped {skipped} of 3 committed shards")
+
+
+# Sockets the cluster needs that cannot be bound to loopback, by the role of the process that
+# opens them; README.md, section "Network exposure", lists each with its reason (keep the two in
+# step). Anything else a job process listens on must be bound to 127.0.0.1 / ::1 (in this test
+# the node address is 127.0.0.1, so Flink's own ports, bound to the node address, count too).
+DOCUMENTED_WILDCARD_ROLES = {
+    # Beam's Fn API servers (control, data, state, logging, provisioning, artifacts) inside each
+    # TaskManager, one set per SDK environment: Beam's Java ServerFactory binds them with
+    # NettyServerBuilder.forPort (every interface); no option chooses the address.
+    "flink-taskmanager": "Beam Fn API servers for the SDK workers on the same host",
+    # srun's I/O forwarding and step message ports (SLURM's own; SrunPortRange in slurm.conf).
+    "srun": "SLURM step I/O and messages",
+}
+
+
+def _role(cmdline: str) -> str:
+    """What a job process is, from its command line."""
+    if "job-server" in cmdline and "java" in cmdline:
+        return "beam-job-server"
+    if "TaskManagerRunner" in cmdline:
+        return "flink-taskmanager"
+    if "StandaloneSessionClusterEntrypoint" in cmdline or "ClusterEntrypoint" in cmdline:
+        return "flink-jobmanager"
+    if "runners.worker_pool" in cmdline:
+        return "beam-worker-pool"
+    if "sdk_worker" in cmdline or "SdkHarness" in cmdline:
+        return "beam-sdk-worker"
+    if "pipelines.tokenize" in cmdline:
+        return "pipeline-driver"
+    first = cmdline.split(" ", 1)[0]
+    return os.path.basename(first) or "?"
+
+
+def _short(cmdline: str) -> str:
+    """The interesting part of a command line: the main class, module or jar, not JVM flags."""
+    words = cmdline.split()
+    for i, word in enumerate(words):
+        if word in ("-jar", "-m") or word.startswith("org.apache.flink.runtime"):
+            return " ".join(words[i:i + 2])[:90]
+    return cmdline[:90]
+
+
+def test_job_listens_only_on_loopback(launch, slurm_cluster, corpus_dir, hf_tokenizer,
+                                      tmp_path):
+    """While a job runs, every TCP socket a process of the job listens on is bound to the
+    loopback address, or is one README.md ("Network exposure") says the cluster needs."""
+    out = tmp_path / "out"
+    job_id = _job_id(launch("--", *tokenize_args(corpus_dir, hf_tokenizer, out), timeout=120))
+    seen: dict[tuple[str, int, int], tuple[str, str]] = {}
+    deadline = time.monotonic() + JOB_TIMEOUT
+    state = None
+    try:
+        while time.monotonic() < deadline:
+            job = _job_pids(launch.marker, slurm_cluster.conf_path)
+            for address, port, pid, _name in listening_sockets():
+                if pid in job and (address, port, pid) not in seen:
+                    cmd = describe(pid)
+                    seen[(address, port, pid)] = (_role(cmd), cmd)
+            state = (slurm.job_info(job_id, launch.env) or {}).get("JobState")
+            if state in slurm.TERMINAL_STATES:
+                break
+            time.sleep(0.5)
+    finally:
+        if state not in slurm.TERMINAL_STATES:   # never leave the job running
+            subprocess.run(["scancel", job_id], env=launch.env)
+            slurm.wait_for(job_id, timeout=120, env=launch.env)
+            assert_no_processes_left(launch.marker, grace=60)
+    assert state == "COMPLETED", f"job {job_id}: {state}"
+    table = "\n".join(f"  {'ok ' if is_loopback(a) else 'ALL'} {a}:{p:<6} pid {pid:<7} {role:<18} "
+                      f"{_short(cmd)}" for (a, p, pid), (role, cmd) in sorted(
+                          seen.items(), key=lambda kv: (kv[1][0], kv[0][1])))
+    print(f"\nlistening sockets of the job's processes:\n{table}")
+    exposed = {key: v for key, v in seen.items()
+               if not is_loopback(key[0]) and v[0] not in DOCUMENTED_WILDCARD_ROLES}
+    assert seen, "no listening socket seen: the job's processes were not found"
+    assert not exposed, "listening on every interface, not documented:\n" + table
+
+
+def _job_pids(marker: str, slurm_conf: str) -> set[int]:
+    """The job's processes: those carrying the test's marker, and everything the SLURM
+    daemons started (slurmstepd and below), but not the daemons themselves."""
+    job = {p.pid for p in processes_with(marker)}
+    for daemon in processes_with(slurm_conf):
+        try:
+            if daemon.name() in ("slurmd", "slurmctld"):
+                job.update(c.pid for c in daemon.children(recursive=True))
+        except psutil.Error:
+            continue
+    return job

@@ -1,0 +1,56 @@
+"""``python -m runners.loopback MODULE [ARGS...]``: run ``python -m MODULE ARGS...`` with every gRPC
+server it starts bound to 127.0.0.1 instead of every interface.
+
+Why: with ``--flink_submit_uber_jar`` Beam's Python FlinkRunner stages the job's artifacts through
+a gRPC server it starts in the driver on ``[::]:<port>`` (hard-coded; ``--artifact_port`` picks
+only the port), and only the driver itself ever connects to it (``localhost:<port>``). The
+launcher runs the pipeline driver through this module so that the server is not reachable from
+other machines while it lives. Only wildcard addresses are rewritten; an explicit host is kept.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+_WILDCARDS = ("[::]:", "0.0.0.0:", "*:")
+
+
+def loopback_address(address: str) -> str:
+    """``[::]:123`` / ``0.0.0.0:123`` / ``*:123`` / ``:123`` -> ``127.0.0.1:123``; others unchanged."""
+    for prefix in _WILDCARDS:
+        if address.startswith(prefix):
+            return "127.0.0.1:" + address[len(prefix):]
+    if address.startswith(":"):
+        return "127.0.0.1" + address
+    return address
+
+
+def install() -> None:
+    """Make ``grpc.server(...)`` return servers whose wildcard ports bind to 127.0.0.1."""
+    import grpc
+
+    original = grpc.server
+
+    def server(*args, **kwargs):
+        srv = original(*args, **kwargs)
+        add = srv.add_insecure_port
+        srv.add_insecure_port = lambda address: add(loopback_address(address))
+        return srv
+
+    grpc.server = server
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        print("usage: python -m runners.loopback MODULE [ARGS...]", file=sys.stderr)
+        return 2
+    install()
+    sys.argv = [argv[0], *argv[1:]]
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
