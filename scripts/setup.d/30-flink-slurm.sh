@@ -32,6 +32,7 @@ apt_packages() {
   command -v munged >/dev/null 2>&1 || missing+=(munge)
   command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
+  command -v ss >/dev/null 2>&1 || missing+=(iproute2)   # ss: the runner tests list listening sockets
   [ "${#missing[@]}" -eq 0 ] && return 0
   echo "30-flink-slurm: apt-get install ${missing[*]}"
   apt-get update -qq

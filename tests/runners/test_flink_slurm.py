@@ -6,6 +6,7 @@ then tearing them down."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 import urllib.request
@@ -239,6 +240,8 @@ def test_job_listens_only_on_loopback(launch, slurm_cluster, corpus_dir, hf_toke
                                       tmp_path):
     """While a job runs, every TCP socket a process of the job listens on is bound to the
     loopback address, or is one README.md ("Network exposure") says the cluster needs."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss not found (iproute2; scripts/setup.sh --test installs it)")
     out = tmp_path / "out"
     job_id = _job_id(launch("--", *tokenize_args(corpus_dir, hf_tokenizer, out), timeout=120))
     seen: dict[tuple[str, int, int], tuple[str, str]] = {}
