@@ -37,14 +37,17 @@ class InputOutputOptions(PipelineOptions):
         parser.add_argument("--overwrite", action="store_true",
                             help="redo every shard, even those already committed")
         # Resume key: path, size and mtime/etag; a local edit that keeps the size and restores
-        # the mtime is only seen by hashing the bytes (bench/verify_inputs.py: the cost).
+        # the mtime is only seen by hashing the bytes. On by default: bench/verify_inputs.py
+        # measured +4.2% CPU time on a 500 MB first run (0.54 s of hashing; the bar was 5%).
         parser.add_argument("--verify-inputs", dest="verify_inputs", action="store_true",
-                            default=False,
-                            help="resume by content too: hash every local input (sha256) while "
-                                 "planning, so a same-size edit with its mtime restored redoes "
-                                 "the shard (object-store etags already change on every write)")
+                            default=True,
+                            help="(default) resume by content too: hash every local input "
+                                 "(sha256) while planning, so a same-size edit with its mtime "
+                                 "restored redoes the shard (object-store etags already change "
+                                 "on every write, so URLs with an etag are not read)")
         parser.add_argument("--no-verify-inputs", dest="verify_inputs", action="store_false",
-                            help="resume by path, size and mtime/etag only (no hashing)")
+                            help="resume by path, size and mtime/etag only: no hashing, and the "
+                                 "resume key of versions before --verify-inputs")
         parser.add_argument("--dry-run", dest="plan_only", action="store_true",
                             help="print the plan (inputs, planned shards, what is skipped and why, "
                                  "estimated documents and tokens) and exit without writing")

@@ -46,7 +46,7 @@ def test_same_size_edit_with_mtime_restored_is_redone(corpus_dir, hf_tokenizer, 
     _edit_keeping_size_and_mtime(inputs / "c0_web.jsonl")
     capsys.readouterr()
 
-    assert run_job(inputs, out, hf_tokenizer, "--verify-inputs") == 0
+    assert run_job(inputs, out, hf_tokenizer) == 0  # verification is the default
     text = capsys.readouterr().out
     assert re.search(r"shards written +1\n", text)  # c0 redone, c1 skipped
     # The redone shard holds the new content: it equals a fresh run on the edited file.
