@@ -3,8 +3,10 @@
 Protocol (the same on local disk and object stores):
 
 1. Each TokenBatch is written as a *part*, a small indexed dataset at
-   ``{output}/_temporary/{shard}/{item:06d}-{batch:06d}``. Part names are deterministic, so a
-   retried bundle overwrites its own parts (each part is itself written temp-then-rename).
+   ``{output}/_temporary/{run id}/{shard}/{item:06d}-{batch:06d}``. Part names are deterministic,
+   so a retried bundle overwrites its own parts (each part is itself written temp-then-rename);
+   the run id keeps one run's parts apart from any other's (a run removes only its own; the
+   leftovers of dead runs only once the output's lock, dataio/lock.py, proves no run is alive).
 2. Counts (documents, sequences, tokens, bytes) are combined per shard by a CombineFn.
 3. Parts are grouped per shard together with the planned shard list (so a shard with no
    documents is still committed, empty) and any read failure of its input.
@@ -12,7 +14,8 @@ Protocol (the same on local disk and object stores):
    ``.bin`` then ``.idx``), then writes the commit record ``{output}/_commits/{shard}.json`` last,
    removes final files of older runs with other counts, and deletes the parts. A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
-   idempotent: run twice, it finds its own record and does nothing more.
+   idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
+   has ended commits nothing more (dataio/workers.py).
 5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files.
 """
 
@@ -22,6 +25,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import signal
 from typing import Iterable
 
 import apache_beam as beam
@@ -29,7 +33,7 @@ import numpy as np
 
 from dataio import faults
 from dataio import fs as fsutil
-from dataio import indexed, naming
+from dataio import indexed, naming, workers
 
 TEMPORARY_DIR = "_temporary"
 COMMITS_DIR = "_commits"
@@ -77,6 +81,19 @@ class SumCountsFn(beam.CombineFn):
         return acc
 
 
+def temporary_dir(output: str, run_id: str = "") -> str:
+    """The run's own temporaries (the parent of every run's when ``run_id`` is empty)."""
+    root = fsutil.join(output, TEMPORARY_DIR)
+    return fsutil.join(root, run_id) if run_id else root
+
+
+def _stop_if_driver_gone() -> None:
+    if workers.driver_gone():
+        # The driver was killed or interrupted and a rerun may own the output already: this
+        # worker must not commit. (Its watchdog is about to kill it anyway.)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def commit_record_path(output: str, shard: str) -> str:
     return fsutil.join(output, COMMITS_DIR, shard + ".json")
 
@@ -113,8 +130,9 @@ def is_committed(output: str, shard: str, fingerprint: str) -> tuple[bool, str]:
 
 
 class _WritePartFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None):
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = ""):
         self._output, self._dtype, self._storage = output, dtype, storage
+        self._temporary = temporary_dir(output, run_id)
 
     def setup(self):
         if self._storage is not None:
@@ -122,7 +140,7 @@ class _WritePartFn(beam.DoFn):
 
     def process(self, tb):
         item, batch = tb.order
-        prefix = fsutil.join(self._output, TEMPORARY_DIR, tb.shard, f"{item:06d}-{batch:06d}")
+        prefix = fsutil.join(self._temporary, tb.shard, f"{item:06d}-{batch:06d}")
         with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
             writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
         faults.checkpoint("sink.part_written")
@@ -141,8 +159,9 @@ class ShardResult:
 
 
 class _FinalizeShardFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None):
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = ""):
         self._output, self._dtype, self._storage = output, dtype, storage
+        self._temporary = temporary_dir(output, run_id)
 
     def setup(self):
         if self._storage is not None:
@@ -157,7 +176,8 @@ class _FinalizeShardFn(beam.DoFn):
         parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
         counts = next(iter(grouped["counts"]), ShardCounts())
         failures = list(grouped["failed"])
-        parts_dir = fsutil.join(self._output, TEMPORARY_DIR, shard)
+        parts_dir = fsutil.join(self._temporary, shard)
+        _stop_if_driver_gone()
         if failures:
             record = {"shard": shard, "reason": failures[0], "at": _now()}
             fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
@@ -176,6 +196,7 @@ class _FinalizeShardFn(beam.DoFn):
                       "bin_size": fsutil.size(final + ".bin"),
                       "idx_size": fsutil.size(final + ".idx"), "committed_at": _now()}
             faults.checkpoint("sink.before_commit_record")
+            _stop_if_driver_gone()
             fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
                                       json.dumps(record, indent=1).encode())
             faults.checkpoint("sink.before_cleanup")
@@ -217,21 +238,22 @@ class WriteShards(beam.PTransform):
     ``failed``: PCollection of (shard, reason) for shards whose input could not be read.
     """
 
-    def __init__(self, output: str, *, dtype, planned, failed, storage=None):
+    def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = ""):
         super().__init__()
         self._output, self._dtype = output, np.dtype(dtype).name
         self._planned, self._failed, self._storage = planned, failed, storage
+        self._run_id = run_id
 
     def expand(self, token_batches):
         parts = token_batches | "WriteParts" >> beam.ParDo(
-            _WritePartFn(self._output, self._dtype, self._storage))
+            _WritePartFn(self._output, self._dtype, self._storage, self._run_id))
         counts = (parts | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
                   | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
         part_infos = parts | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
         grouped = ({"planned": self._planned, "parts": part_infos, "counts": counts,
                     "failed": self._failed} | "GatherParts" >> beam.CoGroupByKey())
         return grouped | "FinalizeShard" >> beam.ParDo(
-            _FinalizeShardFn(self._output, self._dtype, self._storage))
+            _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id))
 
 
 class _WriteErrorsFn(beam.DoFn):

@@ -13,11 +13,13 @@ import argparse
 from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions,
                                                   WorkerOptions, StandardOptions)
 
+from dataio import errors
+from dataio import workers as local_workers
 from transforms import tokenizer as tk
 
 
-class OptionsError(ValueError):
-    """Bad configuration; the message names the flag and the fix."""
+class OptionsError(errors.ConfigError):
+    """Bad configuration; the message names the flag and the fix (exit status 2)."""
 
 
 class InputOutputOptions(PipelineOptions):
@@ -195,6 +197,9 @@ def _local_runner(options: PipelineOptions) -> None:
             worker = options.view_as(WorkerOptions)
             if worker.default_sdk_harness_log_level is None:
                 worker.default_sdk_harness_log_level = "WARNING"
+            # The same runner, whose workers die with the driver (kill -9 of the driver
+            # included) and leave Ctrl-C to it: dataio/workers.py.
+            std.runner = local_workers.RUNNER
         else:
             direct.direct_running_mode = "in_memory"
 

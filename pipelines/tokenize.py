@@ -6,14 +6,21 @@ settings, whatever the runner, ``--workers`` or retries. Rerunning the same comm
 already committed with the same inputs, tokenizer and options; ``--dry-run`` prints the plan.
 See DESIGN.md for the data flow and dataio/sink.py for the commit protocol.
 
-Exit status: 0 when every planned shard is committed, 1 when some shard failed (they are
-listed), 2 for bad configuration.
+One run at a time per output folder (dataio/lock.py); its temporaries live under
+``_temporary/{run id}/``. Everything a user can get wrong (the output, the tokenizer files) is
+checked while planning, before any input is read.
+
+Exit status (dataio/errors.py): 0 when every planned shard is committed; 1 when some shard
+failed (they are listed), the data or the run failed, or another run holds the output; 2 for a
+bad command line or configuration; 130 / 143 when interrupted by SIGINT / SIGTERM (rerun the
+same command to resume). Anticipated failures print one line, never a traceback.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import hashlib
 import importlib.metadata
 import itertools
@@ -25,8 +32,10 @@ import time
 import apache_beam as beam
 import numpy as np
 
+from dataio import errors
 from dataio import fs as fsutil
-from dataio import azure, indexed, naming, readers, sink
+from dataio import lock as output_lock
+from dataio import azure, indexed, naming, readers, sink, workers
 from dataio.redact import install_logging_filter, redact_argv
 from dataio.redact import redact as _redact
 from pipelines import options as opts
@@ -35,6 +44,11 @@ from transforms import tokenizer as tk
 from transforms.tokenize import HOLDOUT_DIR, TokenizeConfig, TokenizeDocuments
 
 FORMAT_VERSION = 1  # bump when a change alters output bytes: it invalidates committed shards
+
+# Their messages already name the file or flag and the fix: one line, no traceback.
+errors.anticipate(tk.TokenizerConfigError, readers.InputError, azure.AzureCredentialError,
+                  azure.AzurePathError, status=errors.EXIT_USAGE)
+errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +74,7 @@ class Job:
     dtype: np.dtype
     files: list[readers.InputFile]
     shards: list[ShardPlan]
+    run_id: str = ""  # names this run's _temporary/{run id}/ (set when it holds the lock)
 
     @property
     def to_process(self) -> list[ShardPlan]:
@@ -93,10 +108,75 @@ def _content_hashes(files: list[readers.InputFile]) -> dict[str, str | None]:
     return fsutil.content_hashes(local)
 
 
-def plan(options) -> Job:
-    """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip."""
+def preflight(options) -> None:
+    """What a user can get wrong about the paths, found before any input is read: the tokenizer
+    files, and an output that is a file, unwritable or full (a probe file is written and removed;
+    not with --dry-run, which writes nothing)."""
     io = options.view_as(opts.InputOutputOptions)
     io.validate_io()
+    check_tokenizer_files(options.view_as(opts.TokenizerOptions).tokenizer_spec())
+    check_output(io.output, probe=not io.plan_only)
+
+
+def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
+    """Each file the tokenizer is built from exists and is a file (a HuggingFace model may be a
+    folder holding tokenizer.json); raises ConfigError naming the flag and the fix."""
+    if spec.kind in tk.HF_KINDS and spec.model:
+        wanted = [("--tokenizer-model", spec.model, "a tokenizer.json or a folder holding one")]
+    elif spec.kind in tk.SP_KINDS:
+        wanted = [("--tokenizer-model", spec.model, "the SentencePiece .model file")]
+    elif spec.kind in tk.GPT2_KINDS:
+        wanted = [("--vocab-file", spec.vocab_file, "the GPT-2 vocab.json"),
+                  ("--merge-file", spec.merge_file, "the GPT-2 merges.txt")]
+    else:
+        return
+    for flag, path, what in wanted:
+        if not path:
+            raise errors.ConfigError(f"{spec.kind} needs {flag}: {what}")
+        fs, inner = fsutil.filesystem_and_path(path)
+        if not fs.exists(inner):
+            raise errors.ConfigError(f"{flag} {path}: no such file; give {what}")
+        if fs.isdir(inner):
+            if spec.kind in tk.HF_KINDS:
+                if not fs.exists(inner.rstrip("/") + "/tokenizer.json"):
+                    raise errors.ConfigError(f"{flag} {path}: the folder holds no "
+                                             f"tokenizer.json; give {what}")
+                continue
+            inside = sorted(os.path.basename(p) for p in fs.ls(inner, detail=False)
+                            if p.endswith(".model"))[:3]
+            hint = f" (in it: {', '.join(inside)})" if inside else ""
+            raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
+
+
+def check_output(output: str, *, probe: bool) -> None:
+    """The output is a folder (or can be made one) that this run can write to: a small probe
+    file is written and removed, so a read-only, unwritable or full output fails now, before
+    any work, rather than when the first shard is written."""
+    fs, inner = fsutil.filesystem_and_path(output)
+    flag = f"--output {output}"
+    if fs.isfile(inner):
+        raise errors.ConfigError(f"{flag} is a file; give a folder (created if missing)")
+    if not probe:
+        return
+    probe_path = fsutil.join(output, f".probe-{os.getpid()}")
+    try:
+        fsutil.makedirs(fs, inner)
+        fsutil.put_atomic(probe_path, b"tokenbeam write probe\n")
+        fsutil.remove(probe_path)
+    except OSError as exc:
+        message = errors.os_error_message(exc.errno, None) if exc.errno else None
+        reason = message or f"{exc.strerror or exc}; give --output a folder this run can write"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise errors.RunError(f"{flag}: {reason}") from None
+        raise errors.ConfigError(f"{flag}: cannot write there: {reason}") from None
+
+
+def plan(options, *, checked: bool = False) -> Job:
+    """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip.
+    ``checked``: :func:`preflight` ran already."""
+    io = options.view_as(opts.InputOutputOptions)
+    if not checked:
+        preflight(options)
     seg = options.view_as(opts.SegmentationOptions)
     seg.validate_segmentation()
     tok_opts = options.view_as(opts.TokenizerOptions)
@@ -261,7 +341,8 @@ def build(pipeline: beam.Pipeline, job: Job, *, storage=None):
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, job.config, on_bad_record=io.on_bad_record, storage=storage)
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
-        job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage)
+        job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
+        run_id=job.run_id)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
      | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
@@ -370,6 +451,7 @@ def execute(job: Job, argv, *, storage=None) -> int:
     results: list[sink.ShardResult] = []
     if job.to_process:
         _prepare_output(job)
+        workers.mark_driver()  # local workers die with this process (dataio/workers.py)
         with beam.Pipeline(options=job.options) as pipeline:
             build(pipeline, job, storage=storage)
         # The results travel through the commit and failure records, not back through Beam, so
@@ -386,7 +468,8 @@ def execute(job: Job, argv, *, storage=None) -> int:
                 results.append(sink.ShardResult(s.shard, record["name"], sink.ShardCounts(
                     record["documents"], record["sequences"], record["tokens"],
                     record.get("input_bytes", 0))))
-        fsutil.remove_tree(fsutil.join(job.output, sink.TEMPORARY_DIR))
+        fsutil.remove_tree(sink.temporary_dir(job.output, job.run_id))
+    _remove_if_empty(sink.temporary_dir(job.output))
     seconds = time.monotonic() - t0
     bad = _count_errors(job.output, {s.stem for s in job.to_process})
     status = {r.shard: ("failed" if r.failed else "written") for r in results}
@@ -398,26 +481,67 @@ def execute(job: Job, argv, *, storage=None) -> int:
     return 1 if failed else 0
 
 
+def _remove_if_empty(folder: str) -> None:
+    """Remove ``folder`` when nothing is left in it (a rerun that skips every shard must not
+    leave an empty ``_temporary/`` behind)."""
+    if fsutil.is_local(folder):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # absent, or not empty
+    elif fsutil.exists(folder) and not fsutil.list_names(folder):
+        fsutil.remove_tree(folder)
+
+
+def _take_over(output: str, held: output_lock.OutputLock) -> None:
+    """Under the lock no other run is alive: whatever is in ``_temporary/`` was left by dead
+    runs (killed, or killed between their last commit and their cleanup) and goes."""
+    if held.stale:
+        print(f"note: taking over {held.path} from a run that is no longer running "
+              f"({output_lock.describe_holder(held.stale)}); removing its temporaries",
+              file=sys.stderr, flush=True)
+    if held.exclusive:
+        fsutil.remove_tree(sink.temporary_dir(output))
+
+
 def run(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """The command (also for in-process callers): returns the exit status; what goes wrong
+    is one line on stderr (see dataio/errors.py)."""
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
     install_logging_filter()
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
-    try:
-        # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
-        argv, secrets = azure.prepare_argv(argv)
-        options = opts.parse(argv)
-        storage = configure_storage(options, secrets)
-        job = plan(options)
-    except (opts.OptionsError, tk.TokenizerConfigError, readers.InputError,
-            azure.AzureCredentialError, azure.AzurePathError) as exc:
-        print(f"error: {redact(str(exc))}", file=sys.stderr)
-        return 2
-    if options.view_as(opts.InputOutputOptions).plan_only:
-        print_plan(job)
+    # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
+    argv, secrets = azure.prepare_argv(argv)
+    options = opts.parse(argv)
+    storage = configure_storage(options, secrets)
+    io = options.view_as(opts.InputOutputOptions)
+    preflight(options)
+    if io.plan_only:
+        print_plan(plan(options, checked=True))
         return 0
-    return execute(job, argv, storage=storage)
+    run_id = output_lock.new_run_id()
+    # The lock comes before the plan: what is committed must not change while we decide.
+    with output_lock.acquire(io.output, run_id=run_id,
+                             command=" ".join(["tokenize", *redact_argv(argv)])) as held:
+        _take_over(io.output, held)
+        job = plan(options, checked=True)
+        job.run_id = run_id
+        try:
+            return execute(job, argv, storage=storage)
+        except Exception as exc:
+            known = errors.describe(exc)
+            if known and known[0].startswith(errors.SPACE_MESSAGES):
+                # A write to an open file says no name: the output is where space ran out.
+                raise errors.RunError(f"--output {io.output}: {known[0]}") from None
+            raise
+        finally:  # failed or interrupted: this run's parts are of no use to the next
+            fsutil.remove_tree(sink.temporary_dir(io.output, run_id))
+            _remove_if_empty(sink.temporary_dir(io.output))
 
 
 def configure_storage(options, secrets: dict):
@@ -431,4 +555,4 @@ def configure_storage(options, secrets: dict):
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

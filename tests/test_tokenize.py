@@ -133,8 +133,9 @@ def test_bad_records_are_counted_and_listed(hf_tokenizer, hf_encode, tmp_path):
 def test_on_bad_record_fail_names_file_and_line(hf_tokenizer, tmp_path, capsys):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "x.jsonl").write_text('{"text": "ok"}\n{"text": 1}\n')
-    with pytest.raises(Exception, match=r"x\.jsonl:2: value of key 'text'"):
-        run_job(tmp_path / "in", tmp_path / "out", hf_tokenizer, "--on-bad-record", "fail")
+    assert run_job(tmp_path / "in", tmp_path / "out", hf_tokenizer, "--on-bad-record",
+                   "fail") == 1
+    assert re.search(r"^error: .*x\.jsonl:2: value of key 'text'", capsys.readouterr().err, re.M)
     assert not [n for n in os.listdir(tmp_path / "out") if n.endswith(".idx")] \
         if (tmp_path / "out").exists() else True
 

@@ -1,0 +1,167 @@
+"""One run at a time per output folder: ``{output}/_lock``.
+
+Two runs into one folder would both do all the work, and the first to finish would delete the
+other's temporaries under it. So a run takes the lock before it plans, holds it to the end, and
+a second run is refused (exit status 1: nothing is wrong with its command line; run it again
+once the first has finished, and it resumes) with a message naming the holder.
+
+Local folders (and any mounted file system): ``flock`` on ``{output}/_lock``, whose text names
+the holder (host, PID, start time, run id, command). The kernel drops the lock when the holder
+dies, however it dies, so a lock left by a killed run is stale by construction: the next run
+takes it over, says so, and may then remove every leftover of dead runs (``_temporary/``).
+Over NFS, Linux maps ``flock`` onto NFS byte-range locks, which the server releases when the
+client holding them dies. A file system without locks is refused (exit status 2), naming it.
+
+Azure: a lease on the blob ``{output}/_lock`` (:func:`dataio.azure.acquire_lease`), renewed
+while the run lives; a killed holder stops renewing and the service frees it within the lease
+time. Other URL schemes have no lock primitive here: the run goes on unlocked, with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import uuid
+
+from dataio import errors
+from dataio import fs as fsutil
+
+LOCK_NAME = "_lock"
+
+
+class OutputLockedError(errors.RunError):
+    """Another live run holds the output (exit status 1)."""
+
+
+def new_run_id() -> str:
+    """Unique per run, sortable by start time: names the run's ``_temporary/{run id}/``."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + uuid.uuid4().hex[:8]
+
+
+def holder_text(run_id: str, *, command: str = "") -> str:
+    return json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                       "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                       "run_id": run_id, "command": command[:500]})
+
+
+def describe_holder(text: str) -> str:
+    """``host H, pid P, started T`` from a lock's text (the raw text if it is not ours)."""
+    try:
+        h = json.loads(text)
+        return f"host {h['host']}, pid {h['pid']}, started {h['started']}"
+    except (ValueError, KeyError, TypeError):
+        return text.strip()[:200] or "unknown holder"
+
+
+@dataclasses.dataclass
+class OutputLock:
+    """Held until :meth:`release` (or the end of a ``with`` block)."""
+
+    path: str
+    run_id: str
+    stale: str | None = None  # the holder text a dead run left, when this run took over
+    _fd: int | None = None
+    _lease: object = None
+    _unregister: object = None
+
+    def __post_init__(self):
+        # An interrupt that cannot unwind still gives the lease back (the kernel drops flock).
+        self._unregister = errors.release_on_interrupt(self.release)
+
+    @property
+    def exclusive(self) -> bool:
+        """True when this run provably is the only one (False: storage without a lock)."""
+        return self._fd is not None or self._lease is not None
+
+    def release(self) -> None:
+        if self._unregister is not None:
+            self._unregister()
+            self._unregister = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
+        if self._fd is not None:
+            # Unlink while still holding it: a run that opened this inode and now gets the
+            # lock sees it is no longer the file at LOCK_NAME, and retries (see _acquire_local).
+            try:
+                if os.fstat(self._fd).st_ino == os.stat(self.path).st_ino:
+                    os.unlink(self.path)
+            except OSError:
+                pass
+            os.close(self._fd)
+            self._fd = None
+
+    def check(self) -> None:
+        """Raise when the lock was lost (an Azure lease that could not be renewed)."""
+        if self._lease is not None and hasattr(self._lease, "check"):
+            self._lease.check()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def acquire(output: str, *, run_id: str, command: str = "") -> OutputLock:
+    """Take the output's lock or raise :class:`OutputLockedError` naming the holder. The
+    output folder must exist (local) — :func:`pipelines.tokenize` probes it first."""
+    path = fsutil.join(output, LOCK_NAME)
+    text = holder_text(run_id, command=command)
+    if fsutil.is_local(output):
+        return _acquire_local(path.removeprefix("file://"), run_id=run_id, text=text)
+    from dataio import azure
+
+    if azure.is_azure_url(output) and hasattr(azure, "acquire_lease"):
+        try:
+            lease = azure.acquire_lease(path, holder=text.encode())
+        except azure.LeaseHeldError as exc:
+            raise OutputLockedError(f"{exc} Or choose another --output.") from None
+        return OutputLock(path, run_id, _lease=lease)
+    print(f"warning: {output}: no lock for this storage; do not start two runs into it",
+          file=sys.stderr)
+    return OutputLock(path, run_id)
+
+
+def _acquire_local(path: str, *, run_id: str, text: str) -> OutputLock:
+    for _ in range(10):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held = _read(fd)
+            os.close(fd)
+            raise OutputLockedError(
+                f"{os.path.dirname(path)} is in use by another run ({describe_holder(held)}; "
+                f"lock {path}); wait for it to finish or stop it, or choose another --output")
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise errors.ConfigError(
+                    f"{path}: this file system cannot lock files ({exc.strerror}); put --output "
+                    "on one that can (local disk, NFSv4, Lustre with -o flock)") from None
+            raise
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:  # the holder released and unlinked it between our open and flock
+            os.close(fd)
+            continue
+        left = _read(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, text.encode(), 0)
+        os.fsync(fd)
+        return OutputLock(path, run_id, stale=left or None, _fd=fd)
+    raise OutputLockedError(f"{path}: could not take the lock (other runs keep starting); retry")
+
+
+def _read(fd: int) -> str:
+    data = os.pread(fd, 1 << 16, 0)
+    return data.decode("utf-8", "replace")
