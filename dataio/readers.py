@@ -388,20 +388,40 @@ def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRec
 
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
     """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
-    that starts before ``end``. Line numbers count from ``first_line`` (None = unknown)."""
-    pending: list[bytes] = []  # pieces of a line longer than one block (joined once)
+    that starts before ``end``. Line numbers count from ``first_line`` (None = unknown).
+
+    A line longer than a block (one huge document) is gathered block by block and joined once:
+    its peak is twice its size, and no copy of it is kept here once it is yielded, so it lives
+    only as long as the caller holds it."""
+    pending: list[bytes] = []  # the blocks of a line longer than one block
     offset = base
     line_no = first_line
+    out: list[RawRecord] = []  # `yield out.pop()`: this frame holds no reference to the record
     while True:
         block = f.read(_BLOCK)
         if not block:
             break
-        if b"\n" not in block:
-            pending.append(block)
-            continue
-        data = b"".join(pending) + block if pending else block
-        lines = data.split(b"\n")
-        pending = [lines.pop()]
+        if pending:
+            nl = block.find(b"\n")
+            if nl < 0:
+                pending.append(block)
+                continue
+            pending.append(block[:nl])
+            block = block[nl + 1:]
+            line = b"".join(pending)
+            pending = []
+            if end is not None and offset >= end:
+                return
+            size = len(line)
+            out.append(RawRecord(line, line_no, offset))
+            del line
+            yield out.pop()
+            offset += size + 1
+            if line_no is not None:
+                line_no += 1
+        lines = block.split(b"\n")
+        tail = lines.pop()
+        pending = [tail] if tail else []
         for line in lines:
             if end is not None and offset >= end:
                 return
@@ -409,9 +429,11 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
             offset += len(line) + 1
             if line_no is not None:
                 line_no += 1
-    last = b"".join(pending)
-    if last and (end is None or offset < end):
-        yield RawRecord(last, line_no, offset)
+        del block, lines
+    if pending and (end is None or offset < end):
+        out.append(RawRecord(b"".join(pending), line_no, offset))
+        pending = []
+        yield out.pop()
 
 
 def line_number_at(path: str, offset: int) -> int:

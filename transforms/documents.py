@@ -216,8 +216,9 @@ def read_documents(item: readers.WorkItem, keys: Sequence[str], *, id_key: str |
             doc_id = None
             if id_key:
                 doc_id = _json_id(rec.data, id_key)
-            if (batch := batcher.add(texts, doc_id, len(rec.data) + 1, line=rec.line,
-                                     offset=rec.offset)) is not None:
+            size, line, offset = len(rec.data) + 1, rec.line, rec.offset
+            rec = None  # not kept while the batch is tokenized: one huge line is hundreds of MB
+            if (batch := batcher.add(texts, doc_id, size, line=line, offset=offset)) is not None:
                 yield batch
     if (batch := batcher.flush()) is not None:
         yield batch

@@ -15,19 +15,23 @@ def long_text():
 
 def test_hf_pieces_equal_whole(hf_tokenizer, long_text):
     tok = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
-    pieces = tk.split_long_text(long_text, tok._encode_one, chunk=5000)
+    assert tok.cuts is tk.SPACE_AND_PUNCT_CUTS
+    pieces = tk.split_long_text(long_text, tok.cuts, chunk=5000)
     assert len(pieces) > 10 and "".join(pieces) == long_text
     whole = tok._encode_one(long_text)
     assert [i for p in pieces for i in tok._encode_one(p)] == list(whole)
 
 
-def test_sentencepiece_pieces_equal_whole(long_text, tmp_path):
+def test_sentencepiece_is_never_cut(long_text, tmp_path, monkeypatch):
+    # No cut is proven safe for SentencePiece (its normalizer rewrites whitespace): whole texts.
     model = demo.train_sentencepiece(long_text.split("\n\n")[:300], str(tmp_path / "sp"),
                                      vocab_size=900)
     tok = tk.load_tokenizer(tk.TokenizerSpec("SentencePieceTokenizer", model=model))
-    pieces = tk.split_long_text(long_text, tok._encode_one, chunk=5000)
-    assert len(pieces) > 10
-    assert [i for p in pieces for i in tok._encode_one(p)] == list(tok._encode_one(long_text))
+    assert tok.cuts is None
+    assert tk.split_long_text(long_text, tok.cuts, chunk=5000) == [long_text]
+    monkeypatch.setattr(tk, "LONG_TEXT", 4000)
+    ids, lengths = tok.encode_batch([long_text])
+    assert ids.tolist() == list(tok._encode_one(long_text))
 
 
 def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
@@ -43,4 +47,4 @@ def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
 
 def test_no_cut_inside_a_word():
     text = "x" * 50_000
-    assert tk.split_long_text(text, lambda s: [len(s)], chunk=1000) == [text]
+    assert tk.split_long_text(text, tk.SPACE_AND_PUNCT_CUTS, chunk=1000) == [text]
