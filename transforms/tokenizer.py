@@ -126,7 +126,8 @@ _CUT_AT_SPACE = f"(?<=[^{_WHITE_SPACE}])(?= [^{_WHITE_SPACE}])"
 # (b) between common sentence punctuation and a letter or digit of a script written without
 # spaces (or ASCII): every character named here has the same Unicode category in every
 # version (P* before, L*/Nd after), so the tokenizer's \p{L}/\p{N} agree with this list.
-_CUT_AFTER_PUNCT = ("(?<=[.,!?;:\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f])"
+_PUNCT = ".,!?;:\u3001\u3002\uff01\uff0c\uff1a\uff1b\uff1f"
+_CUT_AFTER_PUNCT = (f"(?<=[{_PUNCT}])"
                     "(?=[A-Za-z0-9\u3041-\u3096\u30a1-\u30fa\u4e00-\u9fa5\uac00-\ud7a3])")
 SPACE_CUTS = re.compile(_CUT_AT_SPACE)
 SPACE_AND_PUNCT_CUTS = re.compile(f"{_CUT_AT_SPACE}|{_CUT_AFTER_PUNCT}")
@@ -155,7 +156,9 @@ def cut_pattern(config: dict) -> re.Pattern | None:
       piece).
     - Added tokens are matched before the regex, on the same text; one without whitespace never
       spans the space of (a); ``lstrip`` takes the same space either way, ``rstrip`` would take
-      the space after X in the whole text but not in the piece, so it disables cutting.
+      the space after X in the whole text but not in the piece, so it disables cutting. An
+      added token holding one of the punctuation marks of (b) (``etc.``, ``<a.b>``) could be
+      cut by (b), or matched differently at a piece's end (``single_word``): it disables (b).
     - BPE then works inside each pre-token, so equal pre-tokens give equal ids.
     """
     if any(config.get(k) is not None for k in ("normalizer", "truncation", "padding")):
@@ -165,12 +168,15 @@ def cut_pattern(config: dict) -> re.Pattern | None:
         return None
     if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True):
         return None
-    space = re.compile(f"[{_WHITE_SPACE}]")
+    space, punct = re.compile(f"[{_WHITE_SPACE}]"), re.compile(f"[{_PUNCT}]")
+    after_punct = not pre.get("add_prefix_space")
     for token in config.get("added_tokens") or []:
         content = token.get("content") or ""
         if not content or token.get("rstrip") or space.search(content):
             return None
-    return SPACE_CUTS if pre.get("add_prefix_space") else SPACE_AND_PUNCT_CUTS
+        if punct.search(content):
+            after_punct = False
+    return SPACE_AND_PUNCT_CUTS if after_punct else SPACE_CUTS
 
 
 def cut_points(text: str, pattern: re.Pattern, *, chunk: int | None = None) -> Iterator[int]:
@@ -249,7 +255,7 @@ class Tokenizer:
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of every text, concatenated, and each text's id count.
 
-        Memory beyond the texts themselves: the ids (4 bytes each, written into one growing
+        Memory beyond the texts themselves: the ids (``id_dtype``, written into one growing
         buffer) and one call's worth of tokenizer state; a piece is sliced just before its call.
         """
         out = _IdBuffer(self.id_dtype)

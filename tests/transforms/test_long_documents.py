@@ -129,6 +129,9 @@ def test_any_text_cut_anywhere_allowed_gives_the_same_ids(bpe, parts, chunk):
     ({"added_tokens": [{"content": "<mask>", "rstrip": True}]}, None),
     ({"added_tokens": [{"content": "<mask>", "lstrip": True, "rstrip": False}]},
      "SPACE_AND_PUNCT_CUTS"),
+    ({"added_tokens": [{"content": "etc.", "single_word": True}]}, "SPACE_CUTS"),
+    ({"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": True, "use_regex": True}},
+     "SPACE_CUTS"),
 ])
 def test_only_proven_configurations_are_cut(config, cuts):
     base = {"normalizer": None, "truncation": None, "padding": None, "added_tokens": [],
@@ -254,3 +257,21 @@ def test_a_huge_line_is_joined_once_and_not_kept(monkeypatch):
     assert refs == 2  # the record's, and getrefcount's argument
     last = next(records)
     assert last.data == b'{"text": "b"}' and last.line == 3 and last.offset == 15 + len(doc)
+
+
+def test_added_token_with_punctuation_disables_punctuation_cuts(tmp_path):
+    """Why: an added token ``etc.`` (single_word) matches at a piece's end but not before a
+    letter in the whole text, so a cut after its ``.`` would change the ids."""
+    from tokenizers import AddedToken, Tokenizer
+
+    folder = _train(tmp_path / "tok")
+    tok = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    tok.add_tokens([AddedToken("etc.", single_word=True)])
+    text = "see etc.and more"
+    pieces = tk.split_long_text(text, tk.SPACE_AND_PUNCT_CUTS, chunk=1)
+    assert [i for p in pieces for i in tok.encode(p).ids] != tok.encode(text).ids
+    tok.save(os.path.join(folder, "tokenizer.json"))
+    loaded = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=folder))
+    assert loaded.cuts is tk.SPACE_CUTS
+    pieces = tk.split_long_text(text, loaded.cuts, chunk=1)
+    assert [i for p in pieces for i in tok.encode(p).ids] == tok.encode(text).ids
