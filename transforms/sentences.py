@@ -287,15 +287,35 @@ def _nltk_splitter(lang: str, *, keep_newlines: bool) -> Callable[[str], list[st
 # the first match to the last *including punkt's own work between matches* (processor time). A
 # million characters of ordinary prose take about that long, so whether a long document
 # splits or raises TimeoutError would depend on the machine and its load: not reproducible.
-# The boundary search therefore runs without the limit (its pattern is linear in the text,
-# with _RunStartPattern for Megatron's keep-newlines pattern, which is not); every other punkt
-# regex keeps NLTK's limit, and a document that still trips one is a bad record.
+# The boundary search therefore runs without the limit (its pattern is linear in the text; see
+# KEEP_NEWLINES_PERIOD_CONTEXT for Megatron's keep-newlines pattern, which was not); every other
+# punkt regex keeps NLTK's limit, and a document that still trips one is a bad record.
+
+# Megatron's CustomLanguageVars pattern (``\S* [.?!] \s* (?=...)``: the whitespace after a
+# sentence end is part of the match instead of being required before the next token, so each
+# sentence slice keeps its trailing newlines), anchored at the start of a whitespace-free run.
+# Unanchored, ``finditer`` tries it at every position, and inside a run with no sentence end from
+# that position on, ``\S*`` runs to the end of the run and backtracks all the way, at every
+# position: quadratic in the run's length. A 30,000-character run (base64, a URL list, a table
+# without spaces) took NLTK past its time limit (the job failed; Megatron's run stops there)
+# and a run of a million would take hours. The anchor changes no match: from a later start in a
+# run the pattern reaches only sentence ends that the run's start reaches too, and the match from
+# the run's start ends at the run's *last* usable sentence end (``\S*`` is greedy), after which
+# nothing in that run can match; so every match starts at a run's start. With the anchor each
+# run is scanned a bounded number of times. (tests/transforms/test_bad_record_units.py checks the
+# matches against the unanchored pattern.)
+KEEP_NEWLINES_PERIOD_CONTEXT = (r"(?<!\S) \S* %(SentEndChars)s \s*"
+                                r"(?=(?P<after_tok> %(NonWord)s | (?P<next_tok>\S+) ))")
+
 
 @functools.cache
 def _language_vars(*, keep_newlines: bool):
     from nltk.tokenize.punkt import PunktLanguageVars
 
     class LanguageVars(PunktLanguageVars):
+        if keep_newlines:  # compiled VERBOSE by punkt
+            _period_context_fmt = KEEP_NEWLINES_PERIOD_CONTEXT
+
         def period_context_re(self):
             try:
                 return self._boundary_search
@@ -303,70 +323,16 @@ def _language_vars(*, keep_newlines: bool):
                 self._boundary_search = _untimed(super().period_context_re())
                 return self._boundary_search
 
-    class KeepNewlinesLanguageVars(PunktLanguageVars):
-        # Megatron's CustomLanguageVars: the whitespace after a sentence end is part of the
-        # match (\s*) instead of being required before the next token (\s+), so each sentence
-        # slice keeps its trailing newlines. Same expression, compiled VERBOSE by punkt.
-        _period_context_fmt = (r"\S* %(SentEndChars)s \s*"
-                               r"(?=(?P<after_tok> %(NonWord)s | (?P<next_tok>\S+) ))")
-
-        def period_context_re(self):
-            try:
-                return self._boundary_search
-            except AttributeError:
-                self._boundary_search = _RunStartPattern(super().period_context_re(),
-                                                         self.sent_end_chars)
-                return self._boundary_search
-
-    return KeepNewlinesLanguageVars if keep_newlines else LanguageVars
+    return LanguageVars
 
 
-def _untimed(pattern, source: str | None = None, flags: int = 0):
-    """``pattern`` (or ``source`` compiled by ``pattern``'s engine) without NLTK's time limit."""
-    if isinstance(pattern, re.Pattern):  # NLTK before nltk.redos: the re module, no limit
-        return pattern if source is None else re.compile(source, flags)
+def _untimed(pattern):
+    """``pattern`` without NLTK's time limit (NLTK before nltk.redos compiles with ``re``)."""
+    if isinstance(pattern, re.Pattern):
+        return pattern
     from nltk import redos
 
-    return redos.compile(pattern if source is None else source, flags, timeout=None)
-
-
-class _RunStartPattern:
-    r"""Megatron's keep-newlines boundary pattern (``\S* [.?!] \s* (?=...)``) with the matches
-    of ``finditer`` found in linear time instead of quadratic.
-
-    ``finditer`` tries the pattern at every position; inside a whitespace-free run that has no
-    sentence end from that position on, ``\S*`` runs to the end of the run and backtracks all
-    the way, for each position: quadratic in the run's length. A 30,000-character run (a URL
-    list, base64, a table without spaces) takes NLTK past its 5-second limit (TimeoutError: the
-    job failed, and Megatron stops there), and a run of a million would take hours. Yet only a
-    run's first character can start a match: from a later start the pattern reaches only
-    sentence ends the run's start reaches too, and the match from the run's start ends at the
-    run's *last* usable sentence end (``\S*`` is greedy), after which nothing in the run can
-    match. So trying the pattern at the start of each run that holds a sentence end gives
-    exactly NLTK's matches (the same match objects of the same pattern), and each run is scanned
-    a bounded number of times. The run finder is compiled by the pattern's own engine so that
-    ``\S`` means the same (``regex`` and ``re`` disagree on U+001C..U+001F)."""
-
-    def __init__(self, pattern, sent_end_chars):
-        self._pattern = _untimed(pattern)
-        ends = re.escape("".join(sorted(set(sent_end_chars))))
-        # the start of a run, up to its first sentence end (runs without one are passed over)
-        self._runs = _untimed(pattern, rf"(?<!\S)\S*?[{ends}]", re.UNICODE)
-
-    def finditer(self, text: str):
-        end = 0
-        for run in self._runs.finditer(text):
-            if run.start() < end:
-                continue  # the run the previous match ended in: nothing more matches there
-            m = self._pattern.match(text, run.start())
-            if m is not None:
-                yield m
-                end = m.end()
-
-    def __getattr__(self, name):
-        if name.startswith("_"):  # no recursion while _pattern is not set yet
-            raise AttributeError(name)
-        return getattr(self._pattern, name)
+    return redos.compile(pattern, timeout=None)
 
 
 _PUNKT_FILES = ("collocations.tab", "sent_starters.txt", "abbrev_types.txt", "ortho_context.tab")
