@@ -25,7 +25,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -86,7 +85,8 @@ def run_job(checkout: str, document: str, tokenizer: str, out_dir: str, backend:
 
 
 def shards(out_dir: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(out_dir, "*.bin")) + glob.glob(os.path.join(out_dir, "*.idx")))
+    return sorted(glob.glob(os.path.join(out_dir, "*.bin"))
+                  + glob.glob(os.path.join(out_dir, "*.idx")))
 
 
 def same_output(a: str, b: str) -> bool:
