@@ -14,3 +14,22 @@ def write_punkt_tab(params, model_dir):
     for name, content in files.items():
         with open(os.path.join(model_dir, name), "w", encoding="utf-8", newline="") as f:
             f.write(content)
+
+
+def megatron_language_vars():
+    """Megatron-LM's ``CustomLanguageVars`` (tools/preprocess_data.py, ``--keep-newlines``) as a
+    class over NLTK's own PunktLanguageVars: the reference the sentence tests compare with."""
+    from nltk.tokenize import punkt
+
+    class CustomLanguageVars(punkt.PunktLanguageVars):
+        _period_context_fmt = r"""
+            \S*                          # the word before the end
+            %(SentEndChars)s             # a candidate sentence end
+            \s*                          # whitespace stays with the sentence
+            (?=(?P<after_tok>
+                %(NonWord)s              # punctuation follows
+                |
+                (?P<next_tok>\S+)        # or the next word (no \s+ before it)
+            ))"""
+
+    return CustomLanguageVars

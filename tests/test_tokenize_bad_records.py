@@ -169,16 +169,9 @@ def _megatron_punkt(params, *, keep_newlines):
     """Megatron-LM's splitter (tools/preprocess_data.py), NLTK's own code, time limit and all."""
     from nltk.tokenize import punkt
 
-    class CustomLanguageVars(punkt.PunktLanguageVars):
-        _period_context_fmt = r"""
-            \S*                          # the word before the end
-            %(SentEndChars)s             # a candidate sentence end
-            \s*                          # whitespace stays with the sentence
-            (?=(?P<after_tok>
-                %(NonWord)s              # punctuation follows
-                |
-                (?P<next_tok>\S+)        # or the next word (no \s+ before it)
-            ))"""
+    from punkt_data import megatron_language_vars
+
+    CustomLanguageVars = megatron_language_vars()
     lang_vars = CustomLanguageVars() if keep_newlines else punkt.PunktLanguageVars()
     return punkt.PunktSentenceTokenizer(train_text=params, lang_vars=lang_vars)
 

@@ -13,6 +13,7 @@ from dataio import readers
 from transforms import documents as docs
 from transforms import tokenize as tz
 from transforms.tokenizer import TokenizerSpec
+from punkt_data import megatron_language_vars
 
 
 # --- the parser --------------------------------------------------------------------------------
@@ -111,17 +112,8 @@ def test_on_bad_record_fail_raises_with_file_and_line(tmp_path):
 punkt = pytest.importorskip("nltk.tokenize.punkt", reason="NLTK is not installed")
 
 
-class _MegatronLanguageVars(punkt.PunktLanguageVars):
-    # Megatron-LM's CustomLanguageVars, compiled by NLTK itself: the pattern to be equal to
-    _period_context_fmt = r"""
-        \S*                          # the word before the end
-        %(SentEndChars)s             # a candidate sentence end
-        \s*                          # whitespace stays with the sentence
-        (?=(?P<after_tok>
-            %(NonWord)s              # punctuation follows
-            |
-            (?P<next_tok>\S+)        # or the next word (no \s+ before it)
-        ))"""
+# Megatron-LM's CustomLanguageVars, compiled by NLTK itself: the pattern to be equal to
+_MegatronLanguageVars = megatron_language_vars()
 
 
 _ALPHABET = list("ab1.?!,;:-()\"'") + [" ", "  ", "\n", "\t", "\x1c", "\u00a0", "\u201d", "Mr",

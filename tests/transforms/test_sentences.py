@@ -7,7 +7,7 @@ import random
 import re
 
 import pytest
-from punkt_data import write_punkt_tab
+from punkt_data import megatron_language_vars, write_punkt_tab
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -267,16 +267,7 @@ def megatron_reference(nltk_punkt, keep_newlines):
     string (json.dumps/json.loads of the sentence list changes no string)."""
     nltk, punkt = nltk_punkt
 
-    class CustomLanguageVars(punkt.PunktLanguageVars):
-        _period_context_fmt = r"""
-            \S*                          # the word before the end
-            %(SentEndChars)s             # a candidate sentence end
-            \s*                          # whitespace stays with the sentence
-            (?=(?P<after_tok>
-                %(NonWord)s              # punctuation follows
-                |
-                (?P<next_tok>\S+)        # or the next word (no \s+ before it)
-            ))"""
+    CustomLanguageVars = megatron_language_vars()
 
     splitter = nltk.load("nltk:tokenizers/punkt/english.pickle")  # what Megatron loads
     if keep_newlines:
