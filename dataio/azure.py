@@ -763,17 +763,22 @@ def filesystem_and_path(url: str):
     """(adlfs filesystem for the URL's account and credential, ``container/blob``)."""
     import fsspec
 
+    loc, options = _location_and_options(url)
+    return fsspec.filesystem("abfs", **options), loc.inner
+
+
+def _location_and_options(url: str):
+    """(the parsed location with its account, the adlfs options of its credential)."""
     loc = parse(url)
     if loc is None:
-        raise AzurePathError(f"{url} is not an Azure URL")
+        raise AzurePathError(f"{redactor.redact(url)} is not an Azure URL")
     with _lock:
         loc = _with_account(loc)
         if loc.sas:
             _remember_url_sas(loc)
         # Scopes the driver checked are trusted (workers resolve them without a request);
         # any other scope is checked here, so a library call fails as fast as the CLI.
-        options = _resolve(loc, check=loc.scope not in dict(_current_plan().chosen))
-    return fsspec.filesystem("abfs", **options), loc.inner
+        return loc, _resolve(loc, check=loc.scope not in dict(_current_plan().chosen))
 
 
 def url_like(pattern: str, inner: str) -> str:
@@ -1113,14 +1118,7 @@ def _sync_blob_client(url: str):
     configured for its container, the URL without any SAS to show in messages)."""
     from azure.storage.blob import BlobClient
 
-    loc = parse(url)
-    if loc is None:
-        raise AzurePathError(f"{redactor.redact(url)} is not an Azure URL")
-    with _lock:
-        loc = _with_account(loc)
-        if loc.sas:
-            _remember_url_sas(loc)
-        options = _resolve(loc, check=loc.scope not in dict(_current_plan().chosen))
+    loc, options = _location_and_options(url)
     if not loc.blob:
         raise AzurePathError(f"{loc.url()}: a lease needs a blob path, not a container")
     if options.get("connection_string"):
