@@ -114,8 +114,25 @@ def preflight(options) -> None:
     not with --dry-run, which writes nothing)."""
     io = options.view_as(opts.InputOutputOptions)
     io.validate_io()
+    check_segmentation(options.view_as(opts.SegmentationOptions))
     check_tokenizer_files(options.view_as(opts.TokenizerOptions).tokenizer_spec())
     check_output(io.output, probe=not io.plan_only)
+
+
+def check_segmentation(seg) -> None:
+    """Segmentation flags, and with --split-sentences the splitter itself, built once here so a
+    missing package or punkt model fails before anything is read or written."""
+    seg.validate_segmentation()
+    if not seg.split_sentences:
+        return
+    from transforms import sentences
+
+    try:
+        sentences.check_splitter_options(splitter=seg.sentence_splitter, lang=seg.lang)
+        sentences.make_splitter(splitter=seg.sentence_splitter, lang=seg.lang,
+                                keep_newlines=seg.keep_newlines)
+    except (ValueError, sentences.SplitterUnavailableError) as exc:
+        raise opts.OptionsError(str(exc)) from None
 
 
 def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
@@ -178,7 +195,6 @@ def plan(options, *, checked: bool = False) -> Job:
     if not checked:
         preflight(options)
     seg = options.view_as(opts.SegmentationOptions)
-    seg.validate_segmentation()
     tok_opts = options.view_as(opts.TokenizerOptions)
     spec = tok_opts.tokenizer_spec()
     files = readers.discover(io.input, leave_out=spec.files())
@@ -196,15 +212,6 @@ def plan(options, *, checked: bool = False) -> Job:
         raise opts.OptionsError(f"--dtype {dtype}: the vocabulary has {tokenizer.vocab_size} ids, "
                                 "which do not fit; use int32")
     level = "sentence" if seg.split_sentences else "document"
-    if seg.split_sentences:
-        from transforms import sentences
-
-        try:  # on the driver, so a missing package or punkt model fails before any work
-            sentences.check_splitter_options(splitter=seg.sentence_splitter, lang=seg.lang)
-            sentences.make_splitter(splitter=seg.sentence_splitter, lang=seg.lang,
-                                    keep_newlines=seg.keep_newlines)
-        except (ValueError, sentences.SplitterUnavailableError) as exc:
-            raise opts.OptionsError(str(exc)) from None
     config = TokenizeConfig(keys=tuple(io.json_keys), level=level, append_eod=tok_opts.append_eod,
                             skip_empty=seg.skip_empty, holdout_fraction=seg.holdout_fraction,
                             splitter=seg.sentence_splitter, lang=seg.lang,
