@@ -50,6 +50,8 @@ setup(
             "tokenbeam-signature=pipelines.signature:run",
             "tokenbeam-blend=pipelines.blend:run",
             "tokenbeam-merge=pipelines.merge:run",
+            # Started by Spark executors for each Python SDK worker (runners/spark.py).
+            "tokenbeam-sdk-boot=runners.sdk_boot:main",
         ],
     },
 )

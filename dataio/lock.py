@@ -12,6 +12,13 @@ takes it over, says so, and may then remove every leftover of dead runs (``_temp
 Over NFS, Linux maps ``flock`` onto NFS byte-range locks, which the server releases when the
 client holding them dies. A file system without locks is refused (exit status 2), naming it.
 
+A run whose pipeline runs elsewhere and may outlive its launcher (a Spark batch submitted by
+``runners/spark.py``) also leaves a *detached hold*, ``{output}/_temporary/{run id}/detached.json``
+naming the batch: while it is there, a new run refuses the output even though no process holds
+the lock, because the batch may still be writing. The batch's last step removes it with the
+run's temporaries; a launcher that can ask the cluster (``runners.spark submit``) takes over the
+holds of batches that have ended.
+
 Azure: a lease on the blob ``{output}/_lock`` (:func:`dataio.azure.acquire_lease`), renewed
 while the run lives; a killed holder stops renewing and the service frees it within the lease
 time. Other URL schemes have no lock primitive here: the run goes on unlocked, with a warning.
@@ -165,3 +172,61 @@ def _acquire_local(path: str, *, run_id: str, text: str) -> OutputLock:
 def _read(fd: int) -> str:
     data = os.pread(fd, 1 << 16, 0)
     return data.decode("utf-8", "replace")
+
+
+# --- detached holds ----------------------------------------------------------------------------
+
+DETACHED_NAME = "detached.json"
+TEMPORARY_DIR = "_temporary"  # where runs keep their temporaries (dataio/sink.py uses this name)
+
+
+def detached_path(output: str, run_id: str) -> str:
+    return fsutil.join(output, TEMPORARY_DIR, run_id, DETACHED_NAME)
+
+
+def hold_detached(output: str, run_id: str, info: dict) -> None:
+    """Record that run ``run_id`` continues without this process (``info`` names where: runner,
+    cluster, batch id); written or rewritten under the output's lock."""
+    record = {"run_id": run_id, "host": socket.gethostname(),
+              "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), **info}
+    fsutil.write_bytes_atomic(detached_path(output, run_id), json.dumps(record).encode())
+
+
+def detached_holds(output: str) -> list[dict]:
+    """The detached holds left in ``output`` (each with its ``path``)."""
+    root = fsutil.join(output, TEMPORARY_DIR)
+    if not fsutil.exists(root):
+        return []
+    holds = []
+    for name in sorted(fsutil.list_names(root)):
+        path = fsutil.join(root, name, DETACHED_NAME)
+        if fsutil.exists(path):
+            try:
+                hold = json.loads(fsutil.read_bytes(path))
+            except ValueError:
+                hold = {"run_id": name}
+            holds.append({**hold, "path": path})
+    return holds
+
+
+def describe_detached(hold: dict) -> str:
+    batch = f"batch {hold['batch']}" if hold.get("batch") else "a batch (submission pending)"
+    where = f" on {hold['cluster']}" if hold.get("cluster") else ""
+    return (f"{hold.get('runner', 'a detached run')} {batch}{where} (run {hold.get('run_id')}, "
+            f"since {hold.get('since', '?')}, from host {hold.get('host', '?')})")
+
+
+def refuse_detached(output: str, *, ended=None) -> list[dict]:
+    """Raise :class:`OutputLockedError` when a detached run may still be writing ``output``;
+    ``ended(hold)`` (when given) says whether the run it names has ended for sure. Returns the
+    holds of ended runs (their temporaries may go)."""
+    gone = []
+    for hold in detached_holds(output):
+        if ended is not None and ended(hold):
+            gone.append(hold)
+            continue
+        raise OutputLockedError(
+            f"{output} is in use by {describe_detached(hold)}; wait for it to end (python -m "
+            "runners.spark status --config CONFIG BATCH --wait) and run again through "
+            f"runners.spark, or, if it has ended, remove {hold['path']}")
+    return gone

@@ -34,8 +34,8 @@ import numpy as np
 from dataio import faults
 from dataio import fs as fsutil
 from dataio import indexed, naming, workers
+from dataio.lock import TEMPORARY_DIR
 
-TEMPORARY_DIR = "_temporary"
 COMMITS_DIR = "_commits"
 FAILURES_DIR = "_failures"
 ERRORS_DIR = "_errors"

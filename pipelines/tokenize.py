@@ -328,8 +328,12 @@ def redact(text: str) -> str:
 
 # --- the pipeline ------------------------------------------------------------------------------
 
-def build(pipeline: beam.Pipeline, job: Job, *, storage=None):
-    """Wire the job into ``pipeline``; returns the PCollection of ShardResult."""
+def build(pipeline: beam.Pipeline, job: Job, *, storage=None, finish_argv=None):
+    """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
+
+    ``finish_argv``: the pipeline ends with :func:`finish` (metadata.json, this run's temporaries
+    removed), for runners whose driver is not this process (runners/spark.py submits the
+    pipeline as a jar and may not wait for it)."""
     io = job.options.view_as(opts.InputOutputOptions)
     seg = job.options.view_as(opts.SegmentationOptions)
     todo = job.to_process
@@ -351,12 +355,32 @@ def build(pipeline: beam.Pipeline, job: Job, *, storage=None):
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
         run_id=job.run_id)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
-    ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
-     | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
+    errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
+                      | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
+    if finish_argv is not None:
+        # After every shard (one element once all are done) and every error file (side input).
+        (results | "AllShardsDone" >> beam.combiners.Count.Globally()
+         | "Finish" >> beam.ParDo(_FinishFn(dataclasses.replace(job, options=None), finish_argv,
+                                            started=_now(), storage=storage),
+                                  errors_written=beam.pvalue.AsList(errors_written)))
     return results
 
 
-def _prepare_output(job: Job) -> None:
+class _FinishFn(beam.DoFn):
+    def __init__(self, job: Job, argv, *, started: str, storage=None):
+        self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, _count, errors_written):
+        finish(self._job, self._argv, started=self._started)
+        return []
+
+
+def prepare_output(job: Job) -> None:
+    """Before the pipeline: clear the records and temporaries of the shards this run redoes."""
     io = job.options.view_as(opts.InputOutputOptions)
     for s in job.to_process:
         if io.overwrite:
@@ -416,6 +440,7 @@ def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict
                    "sequences": sum(x["sequences"] for x in committed),
                    "tokens": sum(x["tokens"] for x in committed)},
         "options": redact_argv(argv),
+        "run_id": job.run_id,
         "started": started,
         "finished": finished,
     }
@@ -449,43 +474,64 @@ def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=N
         print(f"  committed {r.name}", file=out)
 
 
-def execute(job: Job, argv, *, storage=None) -> int:
-    """Run the job to completion; returns the exit status."""
-    started, t0 = _now(), time.monotonic()
-    for s in job.shards:
-        if s.skip:
-            print(f"skip {s.shard}: {s.reason}", flush=True)
-    results: list[sink.ShardResult] = []
-    if job.to_process:
-        _prepare_output(job)
-        workers.mark_driver()  # local workers die with this process (dataio/workers.py)
-        with beam.Pipeline(options=job.options) as pipeline:
-            build(pipeline, job, storage=storage)
-        # The results travel through the commit and failure records, not back through Beam, so
-        # the same code reads them whatever the runner.
-        for s in job.to_process:
-            record = sink.read_commit_record(job.output, s.shard)
-            failure = None
-            if fsutil.exists(sink.failure_record_path(job.output, s.shard)):
-                failure = json.loads(fsutil.read_bytes(sink.failure_record_path(job.output, s.shard)))
-            if failure is not None or record is None or record.get("fingerprint") != s.fingerprint:
-                reason = failure["reason"] if failure else "no commit record after the run"
-                results.append(sink.ShardResult(s.shard, None, sink.ShardCounts(), failed=reason))
-            else:
-                results.append(sink.ShardResult(s.shard, record["name"], sink.ShardCounts(
-                    record["documents"], record["sequences"], record["tokens"],
-                    record.get("input_bytes", 0))))
+def collect_results(job: Job) -> list[sink.ShardResult]:
+    """What became of each shard this run had to write, from the commit and failure records
+    (not back through Beam, so the same code reads them whatever the runner)."""
+    results = []
+    for s in job.to_process:
+        record = sink.read_commit_record(job.output, s.shard)
+        failure = None
+        if fsutil.exists(sink.failure_record_path(job.output, s.shard)):
+            failure = json.loads(fsutil.read_bytes(sink.failure_record_path(job.output, s.shard)))
+        if failure is not None or record is None or record.get("fingerprint") != s.fingerprint:
+            reason = failure["reason"] if failure else "no commit record after the run"
+            results.append(sink.ShardResult(s.shard, None, sink.ShardCounts(), failed=reason))
+        else:
+            results.append(sink.ShardResult(s.shard, record["name"], sink.ShardCounts(
+                record["documents"], record["sequences"], record["tokens"],
+                record.get("input_bytes", 0))))
+    return results
+
+
+def finish(job: Job, argv, *, started: str) -> tuple[list[sink.ShardResult], int]:
+    """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
+    returns (the shard results, the number of bad records)."""
+    results = collect_results(job)
+    if job.run_id:
         fsutil.remove_tree(sink.temporary_dir(job.output, job.run_id))
     _remove_if_empty(sink.temporary_dir(job.output))
-    seconds = time.monotonic() - t0
     bad = _count_errors(job.output, {s.stem for s in job.to_process})
     status = {r.shard: ("failed" if r.failed else "written") for r in results}
     write_metadata(job, argv=argv, started=started, finished=_now(), results=status)
-    _summary(job, results, seconds=seconds, bad_records=bad)
+    return results, bad
+
+
+def report(job: Job, results: list, *, seconds: float, bad_records: int) -> int:
+    """The summary on stdout, failed shards on stderr; returns the exit status."""
+    _summary(job, results, seconds=seconds, bad_records=bad_records)
     failed = [r for r in results if r.failed]
     for r in failed:
         print(f"FAILED {r.shard}: {r.failed}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def announce_skips(job: Job) -> None:
+    for s in job.shards:
+        if s.skip:
+            print(f"skip {s.shard}: {s.reason}", flush=True)
+
+
+def execute(job: Job, argv, *, storage=None) -> int:
+    """Run the job to completion; returns the exit status."""
+    started, t0 = _now(), time.monotonic()
+    announce_skips(job)
+    if job.to_process:
+        prepare_output(job)
+        workers.mark_driver()  # local workers die with this process (dataio/workers.py)
+        with beam.Pipeline(options=job.options) as pipeline:
+            build(pipeline, job, storage=storage)
+    results, bad = finish(job, argv, started=started)
+    return report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
 
 
 def _remove_if_empty(folder: str) -> None:
@@ -500,9 +546,13 @@ def _remove_if_empty(folder: str) -> None:
         fsutil.remove_tree(folder)
 
 
-def _take_over(output: str, held: output_lock.OutputLock) -> None:
-    """Under the lock no other run is alive: whatever is in ``_temporary/`` was left by dead
-    runs (killed, or killed between their last commit and their cleanup) and goes."""
+def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
+    """Under the lock no other run is alive (unless a detached one: see dataio/lock.py, refused
+    unless ``ended(hold)`` proves it over): whatever is in ``_temporary/`` was left by dead runs
+    (killed, or killed between their last commit and their cleanup) and goes."""
+    for hold in output_lock.refuse_detached(output, ended=ended) if held.exclusive else []:
+        print(f"note: {output_lock.describe_detached(hold)} has ended; removing its temporaries",
+              file=sys.stderr, flush=True)
     if held.stale:
         print(f"note: taking over {held.path} from a run that is no longer running "
               f"({output_lock.describe_holder(held.stale)}); removing its temporaries",
@@ -517,38 +567,58 @@ def run(argv=None) -> int:
     return errors.main(_run, argv)
 
 
-def _run(argv) -> int:
+def setup(argv) -> tuple[list[str], beam.options.pipeline_options.PipelineOptions, object]:
+    """Parse and check a tokenize command line before anything is written: returns (argv
+    without secrets, the options, the storage plan workers adopt)."""
     install_logging_filter()
-    if "-h" in argv or "--help" in argv:
-        opts.help_parser("python -m pipelines.tokenize").print_help()
-        return 0
     # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
     argv, secrets = azure.prepare_argv(argv)
     options = opts.parse(argv)
     storage = configure_storage(options, secrets)
-    io = options.view_as(opts.InputOutputOptions)
     preflight(options)
+    return argv, options, storage
+
+
+def lock_output(options, argv, *, run_id: str) -> output_lock.OutputLock:
+    """Take the output's lock (dataio/lock.py) for this run."""
+    io = options.view_as(opts.InputOutputOptions)
+    return output_lock.acquire(io.output, run_id=run_id,
+                               command=" ".join(["tokenize", *redact_argv(argv)]))
+
+
+def _run(argv) -> int:
+    if "-h" in argv or "--help" in argv:
+        opts.help_parser("python -m pipelines.tokenize").print_help()
+        return 0
+    argv, options, storage = setup(argv)
+    io = options.view_as(opts.InputOutputOptions)
     if io.plan_only:
         print_plan(plan(options, checked=True))
         return 0
     run_id = output_lock.new_run_id()
     # The lock comes before the plan: what is committed must not change while we decide.
-    with output_lock.acquire(io.output, run_id=run_id,
-                             command=" ".join(["tokenize", *redact_argv(argv)])) as held:
-        _take_over(io.output, held)
+    with lock_output(options, argv, run_id=run_id) as held:
+        take_over(io.output, held)
         job = plan(options, checked=True)
         job.run_id = run_id
         try:
             return execute(job, argv, storage=storage)
         except Exception as exc:
-            known = errors.describe(exc)
-            if known and known[0].startswith(errors.SPACE_MESSAGES):
-                # A write to an open file says no name: the output is where space ran out.
-                raise errors.RunError(f"--output {io.output}: {known[0]}") from None
+            space = space_error(exc, io.output)
+            if space is not None:
+                raise space from None
             raise
         finally:  # failed or interrupted: this run's parts are of no use to the next
             fsutil.remove_tree(sink.temporary_dir(io.output, run_id))
             _remove_if_empty(sink.temporary_dir(io.output))
+
+
+def space_error(exc: Exception, output: str) -> errors.RunError | None:
+    """A write to an open file says no name: when space ran out, name the output."""
+    known = errors.describe(exc)
+    if known and known[0].startswith(errors.SPACE_MESSAGES):
+        return errors.RunError(f"--output {output}: {known[0]}")
+    return None
 
 
 def configure_storage(options, secrets: dict):

@@ -2,7 +2,8 @@
 
 Contract:
 
-- :func:`load` reads a YAML file (``kind: flink_slurm | flink | direct``), lays it over the
+- :func:`load` reads a YAML file (``kind: flink_slurm | flink | direct | spark_hdinsight |
+  spark_synapse | spark``), lays it over the
   kind's defaults, applies overrides (``{"nodes": 2, "sdk_worker.port": 5000}``; the command
   line wins over the file), validates every value and returns a plain dict. Unknown keys, wrong
   types and malformed values raise :class:`ConfigError` naming the file, the key and the fix.
@@ -80,11 +81,61 @@ DIRECT_DEFAULTS: dict[str, Any] = {
     "workers": 1,
 }
 
+# Spark (runners/spark.py): what every Spark kind shares, then each kind's own address.
+_SPARK_COMMON: dict[str, Any] = {
+    "staging_dir": None,
+    "cluster_staging_dir": None,
+    "python_env": None,
+    "driver_memory": "2g",
+    "driver_cores": 1,
+    "executor_memory": "4g",
+    "executor_cores": 2,
+    "num_executors": 2,
+    "sdk_worker_parallelism": None,
+    "job_server_jar": None,
+    "cache_dir": ".cache",
+    "name": "tokenbeam",
+    "spark_conf": {},
+    "poll_interval": 5,
+    "request_timeout": 60,
+}
+
+SPARK_HDINSIGHT_DEFAULTS: dict[str, Any] = {
+    "kind": "spark_hdinsight",
+    "livy_url": None,
+    "username_env": "HDINSIGHT_USERNAME",
+    "password_env": "HDINSIGHT_PASSWORD",
+    "queue": None,
+    **_SPARK_COMMON,
+}
+
+SPARK_SYNAPSE_DEFAULTS: dict[str, Any] = {
+    "kind": "spark_synapse",
+    "workspace": None,
+    "spark_pool": None,
+    "livy_api_version": "2019-11-01-preview",
+    "token_scope": "https://dev.azuresynapse.net/.default",
+    "managed_identity_client_id": None,
+    **_SPARK_COMMON,
+}
+
+SPARK_DEFAULTS: dict[str, Any] = {
+    "kind": "spark",
+    "master": "spark://127.0.0.1:7077",
+    "spark_home": None,
+    **_SPARK_COMMON,
+}
+
+SPARK_KINDS = ("spark_hdinsight", "spark_synapse", "spark")
+
 DEFAULTS = {"flink_slurm": FLINK_SLURM_DEFAULTS, "flink": FLINK_DEFAULTS,
-            "direct": DIRECT_DEFAULTS}
+            "direct": DIRECT_DEFAULTS, "spark_hdinsight": SPARK_HDINSIGHT_DEFAULTS,
+            "spark_synapse": SPARK_SYNAPSE_DEFAULTS, "spark": SPARK_DEFAULTS}
+
+FREE_FORM = ("flink_conf", "spark_conf")  # mappings whose keys are the engine's own
 
 PATH_KEYS = ("python_env", "cache_dir", "log_dir", "flink_home", "job_server_jar",
-             "flink_tmp_dir")
+             "flink_tmp_dir", "spark_home")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+:-]+$")
 _SLURM_MEMORY = re.compile(r"^\d+[KMGT]?$")
@@ -106,7 +157,7 @@ def _merge(base: dict, update: dict, *, where: str, prefix: str = "") -> dict:
         if key not in base:
             known = ", ".join(sorted(f"{prefix}{k}" for k in base))
             raise ConfigError(f"{where}: unknown key {dotted!r}; known keys: {known}")
-        if isinstance(base[key], dict) and key != "flink_conf":
+        if isinstance(base[key], dict) and key not in FREE_FORM:
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: {dotted} must be a mapping, got {value!r}")
             out[key] = _merge(base[key], value, where=where, prefix=dotted + ".")
@@ -119,7 +170,7 @@ def _set_dotted(tree: dict, dotted: str, value, *, where: str) -> None:
     parts = dotted.split(".")
     node = tree
     for i, part in enumerate(parts[:-1]):
-        if part == "flink_conf":  # free-form Flink keys contain dots themselves
+        if part in FREE_FORM:  # free-form engine keys contain dots themselves
             node.setdefault(part, {})[".".join(parts[i + 1:])] = value
             return
         if not isinstance(node.get(part), dict):
@@ -170,7 +221,8 @@ def load(path: str | None, overrides: dict | None = None, *, kind: str | None = 
         except FileNotFoundError:
             raise ConfigError(f"--config {path}: no such file (the shipped ones are "
                               "runners/flink_slurm.yaml, runners/flink.yaml, "
-                              "runners/direct.yaml)") from None
+                              "runners/direct.yaml, runners/spark_hdinsight.yaml, "
+                              "runners/spark_synapse.yaml, runners/spark.yaml)") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
         if not isinstance(data, dict):
@@ -273,12 +325,68 @@ def validate(cfg: dict, *, where: str = "config") -> None:
         _check(isinstance(worker["start_local_pool"], bool), where, "sdk_worker.start_local_pool",
                worker["start_local_pool"], "true or false")
         _int(worker, "parallelism", where, minimum=1)
+    elif kind in SPARK_KINDS:
+        _validate_spark(cfg, where)
     else:
         _int(cfg, "workers", where, minimum=1)
     if cfg.get("flink_version") is not None:
         _check(bool(re.match(r"^\d+\.\d+(\.\d+)?$", str(cfg["flink_version"]))), where,
                "flink_version", cfg["flink_version"], "a Flink version such as \"1.19\" (quoted)")
         cfg["flink_version"] = str(cfg["flink_version"])
+
+
+_URL = re.compile(r"^https?://[A-Za-z0-9_.\-\[\]:]+(/[^\s?#]*)?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_STAGING = re.compile(r"^(abfss?|wasbs?|az|adl|hdfs)://|^/")
+
+
+def _validate_spark(cfg: dict, where: str) -> None:
+    kind = cfg["kind"]
+    if kind == "spark_hdinsight":
+        _check(isinstance(cfg["livy_url"], str) and bool(_URL.match(cfg["livy_url"])), where,
+               "livy_url", cfg["livy_url"], "the cluster's Livy endpoint, e.g. "
+               "https://CLUSTER.azurehdinsight.net/livy")
+        for key in ("username_env", "password_env"):
+            _check(isinstance(cfg[key], str) and bool(_ENV_NAME.match(cfg[key])), where, key,
+                   cfg[key], "the NAME of an environment variable (the value itself never goes "
+                   "into a file or a flag)")
+        _str_or_none(cfg, "queue", where, _NAME, "a YARN queue name")
+    elif kind == "spark_synapse":
+        _check(isinstance(cfg["workspace"], str) and bool(_URL.match(cfg["workspace"])), where,
+               "workspace", cfg["workspace"], "the workspace's development endpoint, e.g. "
+               "https://WORKSPACE.dev.azuresynapse.net")
+        _check(isinstance(cfg["spark_pool"], str) and bool(_NAME.match(cfg["spark_pool"])),
+               where, "spark_pool", cfg["spark_pool"], "the Apache Spark pool's name")
+        _str_or_none(cfg, "livy_api_version", where, _NAME, "e.g. 2019-11-01-preview")
+        _check(isinstance(cfg["token_scope"], str) and cfg["token_scope"].startswith("https://"),
+               where, "token_scope", cfg["token_scope"], "https://dev.azuresynapse.net/.default")
+    else:
+        _check(isinstance(cfg["master"], str) and cfg["master"].startswith(("spark://", "yarn",
+                                                                            "local")),
+               where, "master", cfg["master"], "spark://HOST:PORT (or yarn)")
+    _check(isinstance(cfg["staging_dir"], str) and bool(_STAGING.match(cfg["staging_dir"])),
+           where, "staging_dir", cfg["staging_dir"], "a folder the cluster reads: "
+           "abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH, wasbs://..., or an absolute "
+           "local path for a cluster that shares this machine's files")
+    _check(cfg["cluster_staging_dir"] is None or isinstance(cfg["cluster_staging_dir"], str),
+           where, "cluster_staging_dir", cfg["cluster_staging_dir"], "null or the same folder "
+           "as the cluster names it")
+    _check(isinstance(cfg["python_env"], str) and cfg["python_env"].startswith("/"), where,
+           "python_env", cfg["python_env"], "the absolute path, ON THE CLUSTER'S NODES, of the "
+           "venv or conda env with tokenbeam installed (runners/templates/ sets one up)")
+    for key in ("driver_memory", "executor_memory"):
+        _check(isinstance(cfg[key], str) and bool(_JAVA_MEMORY.match(cfg[key])), where, key,
+               cfg[key], "a JVM memory size such as 4g or 28g")
+    for key in ("driver_cores", "executor_cores", "num_executors", "poll_interval",
+                "request_timeout"):
+        _int(cfg, key, where, minimum=1)
+    _int(cfg, "sdk_worker_parallelism", where, minimum=1, optional=True)
+    _check(isinstance(cfg["name"], str) and bool(_NAME.match(cfg["name"])), where, "name",
+           cfg["name"], "letters, digits and _ . + : - only")
+    _check(isinstance(cfg["spark_conf"], dict) and all(
+        isinstance(k, str) and k.startswith("spark.") and isinstance(v, (str, int, float, bool))
+        for k, v in cfg["spark_conf"].items()), where, "spark_conf", cfg["spark_conf"],
+        "a mapping of spark.* keys to single values")
 
 
 def _seconds(limit: str) -> int:

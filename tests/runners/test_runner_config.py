@@ -47,7 +47,7 @@ def test_relative_paths_become_absolute_against_base_dir(tmp_path):
     ("kind: flink_slurm\nextra_sbatch: [\"--a\\n#SBATCH --b\"]\n", "extra_sbatch"),
     ("kind: flink_slurm\ntime: \"00:05:00\"\nsignal_before_end: 300\n", "signal_before_end"),
     ("kind: flink_slurm\ntaskmanager_memory: lots\n", "taskmanager_memory"),
-    ("kind: spark\n", "kind must be one of"),
+    ("kind: hadoop\n", "kind must be one of"),
     ("kind: flink\nflink_master: nowhere\n", "flink_master"),
     ("- a list\n", "mapping"),
 ])

@@ -1,0 +1,590 @@
+"""``python -m runners.spark submit|status|cancel|logs``: the tokenize job on Spark.
+
+    python -m runners.spark submit --config runners/spark_hdinsight.yaml [--set KEY=VALUE]
+        [--wait] [--no-submit] [--dry-run] -- <tokenize args>
+    python -m runners.spark status --config FILE BATCH [--wait]
+    python -m runners.spark cancel --config FILE BATCH
+    python -m runners.spark logs   --config FILE BATCH [--lines N]
+
+``submit`` does on this machine what ``python -m pipelines.tokenize`` does before its pipeline
+runs (check the command line, the tokenizer and the output, take the output's lock, plan,
+skip committed shards), then writes the pipeline as a small jar (runners/spark_jar.py; the
+Python SDK workers start with ``tokenbeam-sdk-boot`` from ``python_env`` on the nodes), stages
+it and Beam's Spark runtime (once per version) in ``staging_dir``, and submits it:
+
+- ``spark_hdinsight``: a Livy batch (``POST {livy_url}/batches``), HTTP basic auth with the
+  cluster login read from the environment variables the config names, ``X-Requested-By``;
+- ``spark_synapse``: the workspace's Livy-compatible batch API, with a bearer token from
+  azure-identity's ``DefaultAzureCredential``;
+- ``spark``: ``spark-submit`` in client mode against a standalone ``spark://`` master (the
+  driver runs here, so this kind always waits).
+
+The batch's last step writes ``metadata.json`` and removes the run's temporaries, so the
+output is complete whether or not anyone waits. Until then a *detached hold* in the output
+(dataio/lock.py) keeps other runs out; a later ``submit`` asks the cluster whether the batch
+it names has ended, and takes over if so. ``--wait`` blocks until the batch ends, prints the
+summary (the tail of the driver log on failure) and exits as tokenize does: 0 when every shard
+is committed, 1 when one failed or the batch did. A resubmission skips committed shards.
+
+Secrets never leave this process: not in the jar (tokenize strips secret flags before Beam
+sees them), the batch request, ``--no-submit``'s files, logs or metadata. Workers on the
+cluster reach Azure storage with the cluster's own identity or environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from dataio import errors
+from dataio import fs as fsutil
+from dataio import lock as output_lock
+from dataio.redact import redact
+from runners import config as rconfig
+
+LIVY_TERMINAL = {"success", "dead", "killed", "error"}
+LIVY_OK = "success"
+HELD_BATCHES_KEY = "batch"
+RUNTIME_PREFIX = "beam-spark-runtime-"
+LOG_TAIL_LINES = 40
+
+
+class SparkError(errors.RunError):
+    """The cluster refused or failed a request (exit status 1)."""
+
+
+errors.anticipate(rconfig.ConfigError, status=errors.EXIT_USAGE)
+
+
+# --- clients -------------------------------------------------------------------------------------
+
+class LivyClient:
+    """Livy's batch REST API (HDInsight's gateway, or any Livy 0.7+)."""
+
+    runner = "livy"
+
+    def __init__(self, base_url: str, *, auth=None, timeout: float = 60.0):
+        import requests
+
+        self.url = base_url.rstrip("/")
+        self._session = requests.Session()
+        self._session.headers["X-Requested-By"] = "tokenbeam"  # Livy's CSRF protection
+        self._auth = auth
+        self._timeout = timeout
+
+    def _headers(self) -> dict:
+        return {}
+
+    def request(self, method: str, path: str, *, ok=(200, 201), **kwargs) -> dict:
+        import requests
+
+        url = f"{self.url}{path}"
+        try:
+            response = self._session.request(method, url, auth=self._auth, timeout=self._timeout,
+                                             headers=self._headers(), **kwargs)
+        except requests.RequestException as exc:
+            raise SparkError(f"{url}: no answer ({type(exc).__name__}: "
+                             f"{redact(str(exc))[:300]}); check the address in the config and "
+                             "that this machine can reach it") from None
+        if response.status_code in (401, 403):
+            raise SparkError(f"{method} {url}: refused ({response.status_code}): "
+                             f"{redact(response.text)[:300]}; {self.auth_hint()}")
+        if response.status_code == 404:
+            raise BatchNotFound(f"{method} {url}: not found (404): {redact(response.text)[:200]}")
+        if response.status_code not in ok:
+            raise SparkError(f"{method} {url}: HTTP {response.status_code}: "
+                             f"{redact(response.text)[:500]}")
+        return response.json() if response.content else {}
+
+    def auth_hint(self) -> str:
+        return "check the cluster login in the environment variables the config names"
+
+    def submit(self, body: dict) -> str:
+        return str(self.request("POST", "/batches", json=body)["id"])
+
+    def state(self, batch: str) -> str:
+        return self.request("GET", f"/batches/{batch}/state")["state"]
+
+    def info(self, batch: str) -> dict:
+        return self.request("GET", f"/batches/{batch}")
+
+    def log(self, batch: str, lines: int) -> list[str]:
+        total = self.request("GET", f"/batches/{batch}/log", params={"from": 0, "size": 0})
+        start = max(0, int(total.get("total", 0)) - lines)
+        return self.request("GET", f"/batches/{batch}/log",
+                            params={"from": start, "size": lines}).get("log", [])
+
+    def cancel(self, batch: str) -> None:
+        self.request("DELETE", f"/batches/{batch}")
+
+
+def batches_url(cfg: dict) -> str:
+    """The base URL under which ``/batches`` lives, for a Livy or Synapse config."""
+    if cfg["kind"] == "spark_synapse":
+        return (f"{cfg['workspace'].rstrip('/')}/livyApi/versions/{cfg['livy_api_version']}"
+                f"/sparkPools/{cfg['spark_pool']}")
+    return cfg["livy_url"].rstrip("/")
+
+
+class SynapseClient(LivyClient):
+    """A Synapse Spark pool's batch API: Livy's, under the workspace's ``livyApi`` path, with
+    a bearer token from ``DefaultAzureCredential``."""
+
+    runner = "synapse"
+
+    def __init__(self, cfg: dict):
+        super().__init__(batches_url(cfg), timeout=cfg["request_timeout"])
+        self._scope = cfg["token_scope"]
+        self._client_id = cfg["managed_identity_client_id"]
+        self._credential = None
+        self._token = None
+
+    def _headers(self) -> dict:
+        if self._token is None or self._token.expires_on - time.time() < 300:
+            self._token = self._get_token()
+        return {"Authorization": f"Bearer {self._token.token}"}
+
+    def _get_token(self):
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import DefaultAzureCredential
+
+        if self._credential is None:
+            kwargs = {"process_timeout": 10, "retry_total": 1}
+            if self._client_id:
+                kwargs["managed_identity_client_id"] = self._client_id
+            self._credential = DefaultAzureCredential(**kwargs)
+        try:
+            return self._credential.get_token(self._scope)
+        except ClientAuthenticationError as exc:
+            tried = " ".join(str(exc).split())[:900]
+            raise SparkError(f"no Azure credential for the Synapse workspace {self.url.split('/livyApi')[0]} "
+                             f"(scope {self._scope}): {tried}. Sign in (az login), or set "
+                             "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, or run where a "
+                             "managed identity is assigned; the identity needs the Synapse "
+                             "role 'Synapse Compute Operator' on the pool") from None
+
+    def auth_hint(self) -> str:
+        return ("the identity DefaultAzureCredential found has no Synapse role on this pool "
+                "(it needs 'Synapse Compute Operator' or higher)")
+
+    def state(self, batch: str) -> str:
+        return self.info(batch)["state"]
+
+    def log(self, batch: str, lines: int) -> list[str]:
+        return list(self.info(batch).get("log") or [])[-lines:]
+
+
+class BatchNotFound(SparkError):
+    """The cluster does not know this batch (never submitted, or forgotten since it ended)."""
+
+
+def client_for(cfg: dict):
+    kind = cfg["kind"]
+    if kind == "spark_hdinsight":
+        user = os.environ.get(cfg["username_env"])
+        password = os.environ.get(cfg["password_env"])
+        if not user or not password:
+            missing = [n for n, v in ((cfg["username_env"], user), (cfg["password_env"], password))
+                       if not v]
+            raise rconfig.ConfigError(
+                f"the HDInsight cluster login is read from the environment: set "
+                f"{' and '.join(missing)} (export {cfg['password_env']}=...; never a flag or a "
+                "file), or point username_env/password_env at the variables you use")
+        return LivyClient(cfg["livy_url"], auth=(user, password), timeout=cfg["request_timeout"])
+    if kind == "spark_synapse":
+        return SynapseClient(cfg)
+    raise rconfig.ConfigError(f"kind {kind}: batches are submitted with spark-submit here; "
+                              "status, cancel and logs are for spark_hdinsight and spark_synapse")
+
+
+# --- the job -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Staged:
+    job_jar: str          # where this machine wrote it
+    runtime_jar: str
+    job_jar_cluster: str  # the same files, as the cluster names them
+    runtime_jar_cluster: str
+
+
+def runtime_jar(cfg: dict) -> str:
+    jar = cfg.get("job_server_jar") or os.path.join(cfg["cache_dir"], "jars",
+                                                     "spark-job-server.jar")
+    if not os.path.isfile(jar):
+        raise rconfig.ConfigError(
+            f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh --test` (it builds "
+            "Beam's Spark 3 job-server jar with Maven), or set job_server_jar to a "
+            "beam-runners-spark-3-job-server jar you have")
+    return os.path.realpath(jar)
+
+
+def cluster_name(cfg: dict, path: str) -> str:
+    """``path`` under ``staging_dir`` as the cluster names it."""
+    staging = cfg["staging_dir"].rstrip("/")
+    theirs = (cfg["cluster_staging_dir"] or staging).rstrip("/")
+    return theirs + path[len(staging):] if path.startswith(staging) else path
+
+
+def stage(cfg: dict, job_jar: str, *, run_id: str) -> Staged:
+    """Copy the job jar to ``staging_dir/jobs/{run id}/`` and the runtime to
+    ``staging_dir/runtime/`` (skipped when that version is there already)."""
+    runtime = runtime_jar(cfg)
+    from runners.spark_jar import file_digest
+
+    digest = file_digest(runtime)[:16]
+    staging = cfg["staging_dir"].rstrip("/")
+    runtime_target = fsutil.join(staging, "runtime", f"{RUNTIME_PREFIX}{digest}.jar")
+    job_target = fsutil.join(staging, "jobs", run_id, "pipeline.jar")
+    if not (fsutil.exists(runtime_target) and fsutil.size(runtime_target) == os.path.getsize(runtime)):
+        _copy(runtime, runtime_target)
+    _copy(job_jar, job_target)
+    return Staged(job_target, runtime_target, cluster_name(cfg, job_target),
+                  cluster_name(cfg, runtime_target))
+
+
+def _copy(local: str, target: str) -> None:
+    if fsutil.is_local(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.part-{os.getpid()}"
+        shutil.copyfile(local, tmp)
+        os.replace(tmp, target)
+        return
+    fs, path = fsutil.filesystem_and_path(target)
+    fs.put_file(local, path)
+
+
+def worker_options(cfg: dict) -> list[str]:
+    """The Beam options that make the cluster start Python SDK workers with our boot."""
+    boot = os.path.join(cfg["python_env"], "bin", "tokenbeam-sdk-boot")
+    parallelism = cfg["sdk_worker_parallelism"] or cfg["executor_cores"]
+    return ["--environment_type=PROCESS",
+            "--environment_config=" + json.dumps({"command": boot}),
+            f"--sdk_worker_parallelism={parallelism}"]
+
+
+def batch_body(cfg: dict, staged: Staged, *, run_id: str) -> dict:
+    """The Livy / Synapse batch request (nothing secret in it)."""
+    body = {
+        "name": f"{cfg['name']}-{run_id}",
+        "file": staged.job_jar_cluster,
+        "className": "org.apache.beam.runners.spark.SparkPipelineRunner",
+        "jars": [staged.runtime_jar_cluster],
+        "driverMemory": cfg["driver_memory"],
+        "driverCores": cfg["driver_cores"],
+        "executorMemory": cfg["executor_memory"],
+        "executorCores": cfg["executor_cores"],
+        "numExecutors": cfg["num_executors"],
+        "conf": {k: str(v) for k, v in cfg["spark_conf"].items()},
+    }
+    if cfg["kind"] == "spark_hdinsight" and cfg.get("queue"):
+        body["queue"] = cfg["queue"]
+    if cfg["kind"] == "spark_synapse":
+        body["tags"] = {"tokenbeam-run": run_id}
+    return body
+
+
+def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str) -> list[str]:
+    home = cfg.get("spark_home")
+    if home:
+        submit = os.path.join(home, "bin", "spark-submit")
+    else:
+        submit = shutil.which("spark-submit") or os.path.join(cfg["cache_dir"], "spark", "home",
+                                                              "bin", "spark-submit")
+    if not os.path.exists(submit):
+        raise rconfig.ConfigError(f"spark_home: no spark-submit at {submit}; set spark_home to "
+                                  "your Spark 3.5, or run `bash scripts/setup.sh --test`")
+    argv = [submit, "--master", cfg["master"], "--deploy-mode", "client",
+            "--class", "org.apache.beam.runners.spark.SparkPipelineRunner",
+            "--name", f"{cfg['name']}-{run_id}", "--jars", staged.runtime_jar_cluster,
+            "--driver-memory", cfg["driver_memory"], "--executor-memory", cfg["executor_memory"],
+            "--executor-cores", str(cfg["executor_cores"]),
+            "--total-executor-cores", str(cfg["executor_cores"] * cfg["num_executors"])]
+    for key, value in cfg["spark_conf"].items():
+        argv += ["--conf", f"{key}={value}"]
+    return argv + [staged.job_jar_cluster]
+
+
+def _tokenize_argv(args: list[str]) -> list[str]:
+    for arg in args:
+        if arg == "--runner" or arg.startswith("--runner="):
+            raise rconfig.ConfigError("leave --runner out of the tokenize arguments: "
+                                      "runners.spark runs the job on Spark")
+        if arg.startswith("--environment_") or arg == "--workers" or arg.startswith("--workers="):
+            raise rconfig.ConfigError(f"{arg.split('=')[0]}: set by runners.spark (python_env, "
+                                      "sdk_worker_parallelism in the config); leave it out")
+    return args
+
+
+def _submit(args, cfg: dict) -> int:
+    import apache_beam as beam
+
+    from pipelines import tokenize
+    from runners.spark_jar import PipelineJarRunner
+
+    tokenize_args = _tokenize_argv(list(args.tokenize))
+    argv, options, storage = tokenize.setup(tokenize_args + worker_options(cfg))
+    io = options.view_as(tokenize.opts.InputOutputOptions)
+    if io.plan_only or args.dry_run:
+        tokenize.print_plan(tokenize.plan(options, checked=True))
+        return 0
+    client = None if cfg["kind"] == "spark" or args.no_submit else client_for(cfg)
+    run_id = output_lock.new_run_id()
+    started, t0 = tokenize._now(), time.monotonic()
+    with tokenize.lock_output(options, argv, run_id=run_id) as held:
+        tokenize.take_over(io.output, held, ended=_ended_on(client) if client else None)
+        job = tokenize.plan(options, checked=True)
+        job.run_id = run_id
+        tokenize.announce_skips(job)
+        if not job.to_process:
+            results, bad = tokenize.finish(job, argv, started=started)
+            return tokenize.report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
+        tokenize.prepare_output(job)
+        where = cfg["master"] if cfg["kind"] == "spark" else batches_url(cfg)
+        output_lock.hold_detached(io.output, run_id, {"runner": cfg["kind"], "cluster": where,
+                                                      HELD_BATCHES_KEY: None})
+        submitted = False
+        try:
+            work = os.path.join(args.work_dir, run_id)
+            os.makedirs(work, exist_ok=True)
+            jar = os.path.join(work, "pipeline.jar")
+            t_jar = time.monotonic()
+            pipeline = beam.Pipeline(runner=PipelineJarRunner(jar), options=job.options)
+            tokenize.build(pipeline, job, storage=storage, finish_argv=argv)
+            pipeline.run().wait_until_finish()
+            t_stage = time.monotonic()
+            staged = stage(cfg, jar, run_id=run_id)
+            t_submit = time.monotonic()
+            _timing("pipeline jar", t_stage - t_jar, f"{os.path.getsize(jar):,} bytes")
+            _timing("staging", t_submit - t_stage, staged.runtime_jar)
+            if args.no_submit:
+                return _write_request(args, cfg, staged, run_id=run_id, work=work, output=io.output)
+            if cfg["kind"] == "spark":
+                submitted = True
+                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work)
+            else:
+                body = batch_body(cfg, staged, run_id=run_id)
+                batch = client.submit(body)
+                submitted = True
+                output_lock.hold_detached(io.output, run_id, {
+                    "runner": cfg["kind"], "cluster": where, HELD_BATCHES_KEY: batch})
+                print(f"submitted batch {batch} to {client.url} ({body['name']})", flush=True)
+                _timing("submission", time.monotonic() - t_submit, "")
+                if not args.wait:
+                    print(f"follow it: python -m runners.spark status --config {args.config} "
+                          f"{batch} --wait   (logs: ... logs; stop: ... cancel)")
+                    return 0
+                state = _wait(client, batch, poll=cfg["poll_interval"])
+        except BaseException:
+            if not submitted:  # nothing runs on the cluster: the output is ours again
+                fsutil.remove_tree(tokenize.sink.temporary_dir(io.output, run_id))
+            raise
+        # The batch has ended: its last step wrote metadata.json unless it failed before.
+        meta = _read_metadata(io.output)
+        if meta.get("run_id") != run_id:
+            tokenize.finish(job, argv, started=started)
+        results = tokenize.collect_results(job)
+        bad = tokenize._count_errors(io.output, {s.stem for s in job.to_process})
+        status = tokenize.report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
+        if state != LIVY_OK:
+            if client is not None:
+                _print_log_tail(client, batch)
+            print(f"the Spark batch ended {state}; rerun the same command to resume "
+                  "(committed shards are skipped)", file=sys.stderr)
+            return 1
+        return status
+
+
+def _timing(what: str, seconds: float, detail: str) -> None:
+    print(f"  {what:<13} {seconds:6.1f} s  {detail}", flush=True)
+
+
+def _read_metadata(output: str) -> dict:
+    path = fsutil.join(output, "metadata.json")
+    try:
+        return json.loads(fsutil.read_bytes(path)) if fsutil.exists(path) else {}
+    except ValueError:
+        return {}
+
+
+def _ended_on(client):
+    """``ended(hold)`` for :func:`dataio.lock.refuse_detached`: the batch a hold names has
+    ended on this cluster (or the cluster no longer knows it)."""
+    def ended(hold: dict) -> bool:
+        batch = hold.get(HELD_BATCHES_KEY)
+        if hold.get("cluster") != client.url or batch is None:
+            return False
+        try:
+            return client.state(str(batch)) in LIVY_TERMINAL
+        except BatchNotFound:
+            return True
+    return ended
+
+
+def _wait(client, batch: str, *, poll: float) -> str:
+    last = None
+    while True:
+        state = client.state(batch)
+        if state != last:
+            print(f"batch {batch}: {state}", flush=True)
+            last = state
+        if state in LIVY_TERMINAL:
+            return state
+        time.sleep(poll)
+
+
+def _print_log_tail(client, batch: str, lines: int = LOG_TAIL_LINES) -> None:
+    try:
+        tail = client.log(batch, lines)
+    except SparkError as exc:
+        tail = [f"(no log: {exc})"]
+    print(f"--- the last {len(tail)} lines of batch {batch}'s log ---", file=sys.stderr)
+    for line in tail:
+        print(redact(str(line)), file=sys.stderr)
+
+
+def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> str:
+    argv = spark_submit_argv(cfg, staged, run_id=run_id)
+    log_path = os.path.join(work, "spark-submit.log")
+    print(f"spark-submit to {cfg['master']} (log: {log_path})", flush=True)
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc = proc.wait()
+        except BaseException:
+            os.killpg(proc.pid, 15)
+            proc.wait()
+            raise
+    if rc != 0:
+        with open(log_path, "rb") as f:
+            tail = f.read().decode("utf-8", "replace").splitlines()[-LOG_TAIL_LINES:]
+        print(f"--- the last {len(tail)} lines of {log_path} ---", file=sys.stderr)
+        for line in tail:
+            print(redact(line), file=sys.stderr)
+        return "dead"
+    return LIVY_OK
+
+
+def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
+                   output: str) -> int:
+    """``--no-submit``: the jar is staged and the request written; the caller submits."""
+    if cfg["kind"] == "spark":
+        request = {"argv": spark_submit_argv(cfg, staged, run_id=run_id)}
+        how = "run: " + " ".join(request["argv"])
+    else:
+        url = batches_url(cfg) + "/batches"
+        request = {"method": "POST", "url": url, "body": batch_body(cfg, staged, run_id=run_id)}
+        auth = ("HTTP basic auth with the cluster login, header X-Requested-By: tokenbeam"
+                if cfg["kind"] == "spark_hdinsight" else
+                f"Authorization: Bearer <a token for {cfg['token_scope']}>")
+        how = (f"POST {work}/batch-request.json's body to {url} ({auth}); nothing of that "
+               "credential is in the file")
+    path = os.path.join(work, "batch-request.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(request, f, indent=1)
+    print(f"wrote {path} and staged {staged.job_jar}")
+    print(how)
+    print(f"until that batch ends, {output} is held for it ({output_lock.DETACHED_NAME} in its "
+          f"_temporary/{run_id}/); if you do not submit it, remove that folder")
+    return 0
+
+
+# --- status / cancel / logs -----------------------------------------------------------------------
+
+def _status(args, cfg: dict) -> int:
+    client = client_for(cfg)
+    if args.wait:
+        state = _wait(client, args.batch, poll=cfg["poll_interval"])
+    else:
+        state = client.state(args.batch)
+        print(f"batch {args.batch}: {state}")
+    if state in LIVY_TERMINAL and state != LIVY_OK:
+        _print_log_tail(client, args.batch)
+        return 1
+    return 0
+
+
+def _cancel(args, cfg: dict) -> int:
+    client = client_for(cfg)
+    client.cancel(args.batch)
+    deadline = time.monotonic() + max(30, 6 * cfg["poll_interval"])
+    state = None
+    while time.monotonic() < deadline:
+        try:
+            state = client.state(args.batch)
+        except BatchNotFound:  # Livy forgets a batch once it is deleted
+            state = "killed"
+        if state in LIVY_TERMINAL:
+            break
+        time.sleep(1)
+    print(f"batch {args.batch}: {state} (a resubmission skips the shards it committed)")
+    return 0 if state in LIVY_TERMINAL else 1
+
+
+def _logs(args, cfg: dict) -> int:
+    client = client_for(cfg)
+    for line in client.log(args.batch, args.lines):
+        print(redact(str(line)))
+    return 0
+
+
+# --- command line --------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m runners.spark",
+                                description="Run the tokenize job on Spark (HDInsight through "
+                                "Livy, Synapse Spark pools, a standalone Spark).")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("submit", help="plan, build the pipeline jar, stage it, submit it")
+    rconfig.add_override_arguments(s, {}, kind="spark_hdinsight | spark_synapse | spark")
+    s.add_argument("--wait", action="store_true", help="block until the batch ends; exit with "
+                   "tokenize's status")
+    s.add_argument("--no-submit", action="store_true", help="write the jar and the request, "
+                   "do not submit")
+    s.add_argument("--dry-run", action="store_true", help="print the tokenize plan only")
+    s.add_argument("--work-dir", default=os.path.join(".cache", "spark-jobs"),
+                   help="where the jar and the request are written before staging")
+    s.add_argument("tokenize", nargs=argparse.REMAINDER, help="-- then the tokenize arguments")
+    for name, help_ in (("status", "the batch's state"), ("cancel", "stop the batch"),
+                        ("logs", "the batch's driver log")):
+        c = sub.add_parser(name, help=help_)
+        rconfig.add_override_arguments(c, {}, kind="spark_hdinsight | spark_synapse")
+        c.add_argument("batch", help="the batch id submit printed")
+        if name == "status":
+            c.add_argument("--wait", action="store_true", help="block until the batch ends")
+        if name == "logs":
+            c.add_argument("--lines", type=int, default=200)
+    return p
+
+
+def _main(argv) -> int:
+    args = parser().parse_args(argv)
+    if args.config is None:
+        raise rconfig.ConfigError("--config FILE is required (runners/spark_hdinsight.yaml, "
+                                  "runners/spark_synapse.yaml or runners/spark.yaml)")
+    cfg = rconfig.load(args.config, rconfig.overrides_from(args, {}))
+    if cfg["kind"] not in rconfig.SPARK_KINDS:
+        raise rconfig.ConfigError(f"{args.config}: kind {cfg['kind']!r} is not a Spark kind "
+                                  f"({', '.join(rconfig.SPARK_KINDS)})")
+    if args.command == "submit":
+        if args.tokenize[:1] == ["--"]:
+            args.tokenize = args.tokenize[1:]
+        if not args.tokenize:
+            raise rconfig.ConfigError("give the tokenize arguments after --, e.g. -- --input "
+                                      "'data/*.jsonl' --output out --tokenizer-type ...")
+        return _submit(args, cfg)
+    return {"status": _status, "cancel": _cancel, "logs": _logs}[args.command](args, cfg)
+
+
+def main(argv=None) -> int:
+    return errors.main(_main, list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(errors.main(_main, process=True))
