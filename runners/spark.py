@@ -265,7 +265,10 @@ def worker_options(cfg: dict) -> list[str]:
     parallelism = cfg["sdk_worker_parallelism"] or cfg["executor_cores"]
     return ["--environment_type=PROCESS",
             "--environment_config=" + json.dumps({"command": boot}),
-            f"--sdk_worker_parallelism={parallelism}"]
+            f"--sdk_worker_parallelism={parallelism}",
+            # Beam's Spark runner derives its default storage level from the runner option,
+            # which a portable job does not have ("No Runner was specified").
+            "--storage_level=MEMORY_AND_DISK"]
 
 
 def batch_body(cfg: dict, staged: Staged, *, run_id: str) -> dict:
@@ -325,11 +328,12 @@ def _submit(args, cfg: dict) -> int:
     import apache_beam as beam
 
     from pipelines import tokenize
-    from runners.spark_jar import PipelineJarRunner
+    from runners.spark_jar import PipelineJarRunner  # also declares --storage_level
 
     tokenize_args = _tokenize_argv(list(args.tokenize))
     argv, options, storage = tokenize.setup(tokenize_args + worker_options(cfg))
     io = options.view_as(tokenize.opts.InputOutputOptions)
+    _refuse_relative_paths(options, tokenize.opts)
     if io.plan_only or args.dry_run:
         tokenize.print_plan(tokenize.plan(options, checked=True))
         return 0
@@ -398,6 +402,22 @@ def _submit(args, cfg: dict) -> int:
                   "(committed shards are skipped)", file=sys.stderr)
             return 1
         return status
+
+
+def _refuse_relative_paths(options, opts) -> None:
+    """The cluster's executors run elsewhere, in another folder: a relative path would name
+    another file there (or none)."""
+    io = options.view_as(opts.InputOutputOptions)
+    tok = options.view_as(opts.TokenizerOptions)
+    named = [("--input", p) for p in io.input or []] + [
+        ("--output", io.output), ("--tokenizer-model", tok.tokenizer_model),
+        ("--vocab-file", tok.vocab_file), ("--merge-file", tok.merge_file)]
+    for flag, path in named:
+        if path and "://" not in path and not os.path.isabs(path):
+            raise rconfig.ConfigError(
+                f"{flag} {path}: a relative path; the cluster's nodes resolve it in another "
+                f"folder. Give an absolute path on storage the nodes share, or a URL "
+                f"(abfss://...), e.g. {flag} {os.path.abspath(path)}")
 
 
 def _timing(what: str, seconds: float, detail: str) -> None:

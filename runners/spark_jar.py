@@ -21,10 +21,21 @@ import os
 import time
 import zipfile
 
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability.api import beam_job_api_pb2
 from apache_beam.runners.portability import abstract_job_service, portable_runner
 
 MAIN_CLASS = "org.apache.beam.runners.spark.SparkPipelineRunner"
+
+
+class SparkJobOptions(PipelineOptions):
+    """Options of Beam's Java Spark runner that its Python SDK does not declare; declared here
+    so that they travel in the jar's pipeline options."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--storage_level", default=None,
+                            help="Spark storage level of cached datasets (MEMORY_AND_DISK, ...)")
 MANIFEST = ("Manifest-Version: 1.0\r\nCreated-By: tokenbeam\r\n"
             f"Main-Class: {MAIN_CLASS}\r\n\r\n")
 
