@@ -105,6 +105,9 @@ class LivyClient:
     def auth_hint(self) -> str:
         return "check the cluster login in the environment variables the config names"
 
+    def check_credentials(self) -> None:
+        """Nothing to fetch for basic auth (the cluster checks it on the first request)."""
+
     def submit(self, body: dict) -> str:
         return str(self.request("POST", "/batches", json=body)["id"])
 
@@ -168,6 +171,9 @@ class SynapseClient(LivyClient):
                              "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, or run where a "
                              "managed identity is assigned; the identity needs the Synapse "
                              "role 'Synapse Compute Operator' on the pool") from None
+
+    def check_credentials(self) -> None:
+        self._headers()
 
     def auth_hint(self) -> str:
         return ("the identity DefaultAzureCredential found has no Synapse role on this pool "
@@ -338,6 +344,8 @@ def _submit(args, cfg: dict) -> int:
         tokenize.print_plan(tokenize.plan(options, checked=True))
         return 0
     client = None if cfg["kind"] == "spark" or args.no_submit else client_for(cfg)
+    if client is not None:
+        client.check_credentials()  # a missing credential fails now, not after the build
     run_id = output_lock.new_run_id()
     started, t0 = tokenize._now(), time.monotonic()
     with tokenize.lock_output(options, argv, run_id=run_id) as held:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -100,3 +101,71 @@ def test_relative_paths_are_refused_before_anything_is_built(tmp_path, corpus_di
     assert proc.returncode == 2, proc.stderr
     assert "a relative path; the cluster's nodes resolve it in another folder" in proc.stderr
     assert not os.path.exists(tmp_path / "o" / "_temporary")
+
+
+# --- Synapse: the launcher's requests against a stand-in ----------------------------------------
+# TEST DOUBLES, and the only ones here: Synapse's batch endpoint (tests/runners/synapse_standin.py,
+# which forwards to the real Livy above) and Azure AD (a fake `az` command that
+# DefaultAzureCredential's AzureCliCredential runs). Nothing else is simulated.
+
+FAKE_AZ = """#!/bin/sh
+echo '{"accessToken": "%s", "expiresOn": "2099-01-01 00:00:00.000000", "expires_on": 4070908800,
+ "subscription": "0", "tenant": "0", "tokenType": "Bearer"}'
+"""
+
+
+def test_synapse_batch_through_a_standin_with_a_bearer_token(spark_cluster, direct_output,
+                                                            corpus_dir, hf_tokenizer, tmp_path):
+    token = "tok-" + uuid.uuid4().hex
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "az").write_text(FAKE_AZ % token)
+    (bin_dir / "az").chmod(0o755)
+    port, log = local_spark.free_port(), tmp_path / "requests.jsonl"
+    standin = spark_cluster.popen([PYTHON, os.path.join(ROOT, "tests/runners/synapse_standin.py"),
+                                   str(port), spark_cluster.livy_url, token, str(log)])
+    try:
+        probe = [PYTHON, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)"]
+        for _ in range(60):
+            if spark_cluster.run(probe, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        out = os.path.join(spark_cluster.shared_dir, "out-synapse")
+        staging = os.path.join(spark_cluster.shared_dir, "staging")
+        env = {**spark_cluster.env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET"):
+            env.pop(name, None)
+        argv = [PYTHON, "-m", "runners.spark", "submit", "--config", "runners/spark_synapse.yaml",
+                "--wait", "--work-dir", os.path.join(spark_cluster.shared_dir, "work"),
+                "--set", f"workspace=http://127.0.0.1:{port}", "--set", "spark_pool=pool1",
+                "--set", f"staging_dir={staging}",
+                "--set", f"python_env={os.path.dirname(os.path.dirname(PYTHON))}",
+                "--set", "num_executors=1", "--set", "executor_cores=2",
+                "--set", "executor_memory=1g", "--set", "driver_memory=1g",
+                "--set", "driver_cores=1", "--set", "poll_interval=1", "--",
+                *tokenize_args(corpus_dir, hf_tokenizer, out)]
+        proc = spark_cluster.run(argv, capture_output=True, text=True, cwd=ROOT, env=env,
+                                 timeout=900)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        assert shards(out) == shards(direct_output)
+        requests = [json.loads(line) for line in log.read_text().splitlines()]
+        post = next(r for r in requests if r["method"] == "POST")
+        assert post["path"] == "/livyApi/versions/2019-11-01-preview/sparkPools/pool1/batches"
+        assert post["authorization"] == f"Bearer {token}"
+        assert post["body"]["className"] == "org.apache.beam.runners.spark.SparkPipelineRunner"
+        assert post["body"]["tags"]["tokenbeam-run"]
+        assert all(r["authorization"] == f"Bearer {token}" for r in requests)
+        assert token not in proc.stdout + proc.stderr
+        # No credential at all: refused within one attempt per method, each named.
+        env["PATH"] = os.environ["PATH"].replace(str(bin_dir), "")
+        env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                      if p and not os.path.exists(os.path.join(p, "az")))
+        refused = spark_cluster.run(argv[:argv.index("--")] + ["--"] + tokenize_args(
+            corpus_dir, hf_tokenizer, os.path.join(spark_cluster.shared_dir, "out-synapse-2")),
+            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert refused.returncode == 1, refused.stderr[-3000:]
+        assert "no Azure credential for the Synapse workspace" in refused.stderr
+        assert "AzureCliCredential" in refused.stderr
+    finally:
+        standin.kill()
+        standin.wait()
