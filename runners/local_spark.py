@@ -20,11 +20,11 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
+
+from runners.flink_cluster import free_port  # noqa: F401 - also used by the tests
 
 # What Spark 3.5 itself passes to its JVMs on Java 17 (Livy's JVM needs the same).
 JAVA17_OPENS = " ".join(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
@@ -54,12 +54,6 @@ def missing(cache_dir: str) -> list[str]:
                                        "livy-server-0.7.1-incubating.jar")):
         out.append(f"Livy ({livy_lib(cache_dir)})")
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Netns:

@@ -241,9 +241,7 @@ def stage(cfg: dict, job_jar: str, *, run_id: str) -> Staged:
     """Copy the job jar to ``staging_dir/jobs/{run id}/`` and the runtime to
     ``staging_dir/runtime/`` (skipped when that version is there already)."""
     runtime = runtime_jar(cfg)
-    from runners.spark_jar import file_digest
-
-    digest = file_digest(runtime)[:16]
+    digest = fsutil.content_hash(runtime).partition(":")[2][:16]
     staging = cfg["staging_dir"].rstrip("/")
     runtime_target = fsutil.join(staging, "runtime", f"{RUNTIME_PREFIX}{digest}.jar")
     job_target = fsutil.join(staging, "jobs", run_id, "pipeline.jar")

@@ -16,7 +16,6 @@ starts in-process is bound to 127.0.0.1 (runners/loopback.py).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import zipfile
@@ -113,10 +112,3 @@ def pipeline_entries(jar_path: str) -> dict[str, bytes]:
     with zipfile.ZipFile(jar_path) as z:
         return {n: z.read(n) for n in z.namelist() if n.startswith("BEAM-PIPELINE/")}
 
-
-def file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
