@@ -994,6 +994,7 @@ class BlobLease:
         self.url = url
         self.duration_s = duration_s
         self.lost: str | None = None
+        self.stale: str | None = None   # a dead holder's text, when this lease was taken over
         self._client = client
         self._lease = lease
         self._stop = threading.Event()
@@ -1060,16 +1061,22 @@ class BlobLease:
         self.release()
 
 
-def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60) -> BlobLease:
+def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
+                  is_stale=None) -> BlobLease:
     """Lock ``url`` (a blob; created if absent) for this process with a finite blob lease.
 
     The blob's content becomes ``holder`` (a short text naming host, PID, start time), written
     under the lease; the lease is renewed every ``duration_s / 3`` s from a daemon thread, so
     when this process dies the service itself frees the lock within ``duration_s`` s. Raises
-    :class:`LeaseHeldError` with the current holder's text when another process holds it.
+    :class:`LeaseHeldError` with the current holder's text when another process holds it, unless
+    ``is_stale(text)`` says that holder is provably dead: then its lease is broken, on condition
+    that the blob is unchanged since its text was read (so a live run that took it meanwhile keeps
+    it), and taken; the returned lease's ``stale`` is the dead holder's text.
     Credentials are those configured for the URL's container (as for every other path).
     """
+    from azure.core import MatchConditions
     from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+    from azure.storage.blob import BlobLeaseClient
 
     if not LEASE_MIN_SECONDS <= int(duration_s) <= LEASE_MAX_SECONDS:
         raise ValueError(f"duration_s={duration_s}: a blob lease lasts "
@@ -1077,6 +1084,7 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60) -> BlobLease
     if isinstance(holder, str):
         holder = holder.encode("utf-8")
     client, shown = _sync_blob_client(url)
+    stale = None
     try:
         for _ in range(5):   # each retry follows a holder releasing between two of our calls
             try:
@@ -1092,8 +1100,20 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60) -> BlobLease
                 if error.status_code != 409:
                     raise
                 try:
-                    current = client.download_blob().readall()
+                    download = client.download_blob()
+                    current = download.readall()
                 except ResourceNotFoundError:
+                    continue
+                text = current.decode("utf-8", "replace")
+                if is_stale is not None and is_stale(text):
+                    try:
+                        BlobLeaseClient(client).break_lease(
+                            lease_break_period=0, etag=download.properties.etag,
+                            match_condition=MatchConditions.IfNotModified)
+                    except (ResourceNotFoundError, HttpResponseError) as error:
+                        if getattr(error, "status_code", 404) not in (404, 409, 412):
+                            raise
+                    stale = text
                     continue
                 raise LeaseHeldError(shown, _holder_text(current)) from None
             try:
@@ -1101,7 +1121,9 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60) -> BlobLease
             except BaseException:
                 lease.release()
                 raise
-            return BlobLease(url=shown, client=client, lease=lease, duration_s=int(duration_s))
+            taken = BlobLease(url=shown, client=client, lease=lease, duration_s=int(duration_s))
+            taken.stale = stale
+            return taken
         raise LeaseHeldError(shown, "(changing hands too fast to read)")
     except BaseException:
         client.close()

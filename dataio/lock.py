@@ -21,7 +21,9 @@ holds of batches that have ended.
 
 Azure: a lease on the blob ``{output}/_lock`` (:func:`dataio.azure.acquire_lease`), renewed
 while the run lives; a killed holder stops renewing and the service frees it within the lease
-time. Other URL schemes have no lock primitive here: the run goes on unlocked, with a warning.
+time. A rerun on the machine where the holder died need not wait: when the lock's text names a
+process of this machine and boot that no longer runs (:func:`holder_is_dead`), the lease is
+broken (conditionally on the blob not having changed since it was read) and taken over. Other URL schemes have no lock primitive here: the run goes on unlocked, with a warning.
 """
 
 from __future__ import annotations
@@ -54,7 +56,43 @@ def new_run_id() -> str:
 def holder_text(run_id: str, *, command: str = "") -> str:
     return json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
                        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                       "run_id": run_id, "command": command[:500]})
+                       "run_id": run_id, "command": command[:500],
+                       "boot_id": _boot_id(), "pid_start": _process_start(os.getpid())})
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _process_start(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (``/proc/PID/stat`` field 22), which
+    tells a live holder from an unrelated process that reuses its PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def holder_is_dead(text: str) -> bool:
+    """True only when the lock's text provably names a process that no longer runs: written on
+    this machine since its last boot (same host name and kernel boot id) by a PID that is gone or
+    now belongs to a process started at another time. Anything else (another host, a text that
+    is not ours, no boot id) is presumed alive: its lease runs out by itself."""
+    try:
+        h = json.loads(text)
+        host, pid, boot = h["host"], int(h["pid"]), h.get("boot_id")
+    except (ValueError, KeyError, TypeError):
+        return False
+    if host != socket.gethostname() or not boot or boot != _boot_id():
+        return False
+    started = _process_start(pid)
+    return started is None or (h.get("pid_start") is not None and started != h["pid_start"])
 
 
 def describe_holder(text: str) -> str:
@@ -127,10 +165,10 @@ def acquire(output: str, *, run_id: str, command: str = "") -> OutputLock:
 
     if azure.is_azure_url(output) and hasattr(azure, "acquire_lease"):
         try:
-            lease = azure.acquire_lease(path, holder=text.encode())
+            lease = azure.acquire_lease(path, holder=text.encode(), is_stale=holder_is_dead)
         except azure.LeaseHeldError as exc:
             raise OutputLockedError(f"{exc} Or choose another --output.") from None
-        return OutputLock(path, run_id, _lease=lease)
+        return OutputLock(path, run_id, stale=lease.stale, _lease=lease)
     print(f"warning: {output}: no lock for this storage; do not start two runs into it",
           file=sys.stderr)
     return OutputLock(path, run_id)

@@ -125,3 +125,58 @@ def test_lease_of_a_killed_holder_expires_and_can_be_taken(azurite, container):
         assert _blob(azurite, container).download_blob().readall() == _holder("next")
     finally:
         lease.release()
+
+
+_HOLDING_OUTPUT_LOCK = """
+import sys, time
+from dataio import azure, lock
+azure.configure_from_options({}, paths=[sys.argv[1]])
+held = lock.acquire(sys.argv[1], run_id="victim-run")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_output_lock_of_a_run_killed_on_this_machine_is_taken_over_at_once(azurite, container,
+                                                                           tmp_path):
+    """A rerun after kill -9 on the same machine need not wait out the lease: the holder's PID
+    is gone, so dataio.lock breaks the lease and takes over, naming the dead run."""
+    from dataio import lock
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "TOKENBEAM_"))}
+    env["AZURE_STORAGE_CONNECTION_STRING"] = azurite.connection_string
+    azure.configure_from_options({"azure_connection_string": azurite.connection_string},
+                                 paths=[azurite.url(container)])
+    output = azurite.url(container, "out")
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDING_OUTPUT_LOCK, output], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "held", proc.stderr.read() if proc.poll() is not None else line
+        with pytest.raises(lock.OutputLockedError, match="victim-run"):   # alive: refused
+            lock.acquire(output, run_id="second")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    held = lock.acquire(output, run_id="rerun")   # at once, well inside the 60 s lease
+    try:
+        assert held.exclusive and "victim-run" in held.stale
+        assert json.loads(_blob(azurite, container).download_blob().readall())["run_id"] == "rerun"
+    finally:
+        held.release()
+
+
+def test_lease_held_by_another_host_is_not_broken(lock_url, azurite, container):
+    """A holder on another machine cannot be checked from here: refused, never broken."""
+    from dataio import lock
+
+    other = json.loads(lock.holder_text("elsewhere"))
+    other["host"] += "-other"
+    lease = azure.acquire_lease(lock_url, holder=json.dumps(other).encode(), duration_s=15)
+    try:
+        with pytest.raises(azure.LeaseHeldError, match="elsewhere"):
+            azure.acquire_lease(lock_url, holder=_holder("next"), duration_s=15,
+                                is_stale=lock.holder_is_dead)
+        lease.check()
+    finally:
+        lease.release()
