@@ -21,6 +21,7 @@ setup(
         "fsspec>=2025.1",
         "tokenizers>=0.21,<0.24",
         "sentencepiece>=0.2.0,<0.3",
+        "tiktoken>=0.7,<1",
         "zstandard>=0.23,<1",
         # orjson: 3-5x faster JSON parsing than the standard library, exact same results.
         "orjson>=3.10,<4",

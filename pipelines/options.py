@@ -80,10 +80,33 @@ class TokenizerOptions(PipelineOptions):
                             help="NeMo's name for the tokenizer family (alias of --tokenizer-type)")
         parser.add_argument("--tokenizer-model", default=None,
                             help="tokenizer.json (or a folder holding it) / SentencePiece .model")
-        parser.add_argument("--vocab-file", default=None, help="GPT-2 vocab.json")
+        parser.add_argument("--vocab-file", default=None,
+                            help="GPT-2 vocab.json; BERT WordPiece vocab.txt")
         parser.add_argument("--merge-file", default=None, help="GPT-2 merges.txt")
         parser.add_argument("--vocab-size", type=int, default=None,
-                            help="NullTokenizer vocabulary size")
+                            help="NullTokenizer: N, the EOD id (vocabulary N + 1, as in "
+                                 "Megatron); TikTokenizer: the whole vocabulary, special "
+                                 "tokens included")
+        parser.add_argument("--legacy-tokenizer", action="store_true",
+                            help="Megatron's legacy tokenizer classes (core_v0.16.1's "
+                                 "--legacy-tokenizer): other special tokens and EOD ids for "
+                                 "SentencePieceTokenizer, BOS on every text for "
+                                 "Llama2Tokenizer, no special tokens in text for TikTokenizer")
+        parser.add_argument("--tiktoken-pattern", default=None, choices=["v1", "v2"],
+                            help="TikTokenizer pre-tokenizer pattern (default v2; required "
+                                 "with --legacy-tokenizer, as in Megatron)")
+        parser.add_argument("--tiktoken-num-special-tokens", type=int, default=1000,
+                            help="TikTokenizer: ids 0..N-1 are special tokens, ranks start at "
+                                 "N (default 1000)")
+        parser.add_argument("--tokenizer-special-tokens", nargs="+", default=None,
+                            metavar="TOKEN",
+                            help="TikTokenizer: the special tokens (ids 0..), instead of "
+                                 "Megatron's defaults; must include <unk> <s> </s> (and "
+                                 "<mask> <pad> <cls> <sep> without --legacy-tokenizer)")
+        parser.add_argument("--tiktoken-special-tokens", nargs="+", default=None,
+                            metavar="TOKEN",
+                            help="refused: Megatron core_v0.16.1 accepts it but ignores it; "
+                                 "use --tokenizer-special-tokens")
         parser.add_argument("--append-eod", action="store_true",
                             help="append the EOD id to every non-empty document")
         parser.add_argument("--eod-id", type=int, default=None,
@@ -101,10 +124,29 @@ class TokenizerOptions(PipelineOptions):
 
     def tokenizer_spec(self) -> tk.TokenizerSpec:
         kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
+        if self.tiktoken_special_tokens:
+            raise OptionsError("--tiktoken-special-tokens is ignored by Megatron core_v0.16.1's "
+                               "preprocess_data.py; give the tokens as "
+                               "--tokenizer-special-tokens")
+        if self.tokenizer_special_tokens and kind not in tk.TIKTOKEN_KINDS:
+            raise OptionsError(f"--tokenizer-special-tokens is supported for TikTokenizer only, "
+                               f"not {kind}; leave it out")
+        if kind in tk.WORDPIECE_KINDS and not self.legacy_tokenizer:
+            raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: Megatron "
+                               "core_v0.16.1's default path loads a bert-large tokenizer from "
+                               "the HuggingFace hub; tokenbeam runs the legacy WordPiece "
+                               "semantics only")
+        pattern = self.tiktoken_pattern
+        if kind in tk.TIKTOKEN_KINDS and pattern is None and not self.legacy_tokenizer:
+            pattern = "v2"  # Megatron's default on its default path
         return tk.TokenizerSpec(kind=kind, model=self.tokenizer_model, vocab_file=self.vocab_file,
                                 merge_file=self.merge_file,
                                 add_special_tokens=self.add_special_tokens, eod_id=self.eod_id,
-                                vocab_size=self.vocab_size, backend=self.tokenizer_backend)
+                                vocab_size=self.vocab_size, backend=self.tokenizer_backend,
+                                legacy=self.legacy_tokenizer, tiktoken_pattern=pattern,
+                                tiktoken_num_special_tokens=self.tiktoken_num_special_tokens,
+                                special_tokens=tuple(self.tokenizer_special_tokens)
+                                if self.tokenizer_special_tokens else None)
 
 
 class SegmentationOptions(PipelineOptions):

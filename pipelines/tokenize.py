@@ -92,7 +92,9 @@ def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict,
     payload = {"format": FORMAT_VERSION, "input": [input_file.path, input_file.size,
                                                    input_file.version],
                "tokenizer": [[f["sha256"] for f in tokenizer["files"]], tokenizer["kind"],
-                             tokenizer["eod_id"], tokenizer["add_special_tokens"]],
+                             tokenizer["eod_id"], tokenizer["add_special_tokens"],
+                             # only when set, so keys of older configurations do not move
+                             *([tokenizer["options"]] if tokenizer.get("options") else [])],
                "settings": settings}
     if content is not None:
         # Only when hashed: with --no-verify-inputs the key is exactly the one before the flag
@@ -145,6 +147,16 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
     elif spec.kind in tk.GPT2_KINDS:
         wanted = [("--vocab-file", spec.vocab_file, "the GPT-2 vocab.json"),
                   ("--merge-file", spec.merge_file, "the GPT-2 merges.txt")]
+    elif spec.kind in tk.TIKTOKEN_KINDS:
+        tk.check_tiktoken_spec(spec)
+        wanted = [("--tokenizer-model", spec.model, "the tiktoken vocabulary JSON")]
+    elif spec.kind in tk.WORDPIECE_KINDS:
+        wanted = [("--vocab-file", spec.vocab_file, "the WordPiece vocab.txt")]
+    elif spec.kind in tk.NULL_KINDS:
+        if spec.vocab_size is None:
+            raise errors.ConfigError("NullTokenizer needs --vocab-size N (EOD = N, as in "
+                                     "Megatron)")
+        return
     else:
         return
     for flag, path, what in wanted:

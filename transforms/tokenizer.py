@@ -13,10 +13,28 @@ Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
   ``tokenizer_config.json`` beside it (else the tokenizer's own post-processor/config has none).
 - SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer: a ``.model``; ids of
   ``encode(text)``; BOS is prepended only with ``add_special_tokens`` (Megatron's new tokenizer
-  system adds none); EOD = the model's eos id; vocab size = piece count.
+  system adds none); EOD = the model's eos id; vocab size = piece count. With ``legacy``
+  (Megatron's ``--legacy-tokenizer``, the ``megatron.training.tokenizer`` classes):
+  SentencePieceTokenizer adds ``<CLS> <SEP> <EOD> <MASK>`` and the pad/bos/eos pieces (``<PAD>``
+  etc. when the model has none) as special tokens after the pieces it lacks, so the vocabulary
+  grows and EOD = the id of ``<EOD>``; those strings written in a text are matched (leftmost
+  first, ties in that order) and become their ids, the text between them is encoded alone;
+  Llama2Tokenizer prepends the bos id to every text (every sentence); GPTSentencePieceTokenizer
+  is unchanged.
 - GPT2BPETokenizer: ``vocab.json`` + ``merges.txt`` run as byte-level BPE with GPT-2's
   pre-tokenizer; EOD = id of ``<|endoftext|>``; vocab size = size of vocab.json (50257 for GPT-2).
-- NullTokenizer: whitespace-separated integers, vocab size from ``vocab_size``.
+- NullTokenizer: ``int()`` of each part of ``text.split(' ')`` (so ``"1  2"`` or ``""`` is a bad
+  record, as it makes Megatron raise); ``vocab_size`` N: EOD = N, vocabulary N + 1.
+- TikTokenizer: a tiktoken-format JSON vocabulary (a list of ``{rank, token_bytes, token_str}``)
+  through the ``tiktoken`` library, its first ``vocab_size - num_special_tokens`` ranks shifted
+  up by ``num_special_tokens``; ids 0.. hold the special tokens (``<unk> <s> </s>`` ... then
+  ``<SPECIAL_i>`` fillers); EOD = the id of ``</s>``; vocabulary ``vocab_size``. The default
+  path encodes special-token strings in a text as their ids (``allowed_special="all"``), the
+  legacy path as ordinary text.
+- BertWordPieceLowerCase / BertWordPieceCase: a WordPiece ``vocab.txt`` run through BERT's own
+  basic tokenizer (clean, CJK spacing, optional lower case and accent stripping, punctuation
+  split) and greedy longest-match WordPiece; ``[BOS]`` and ``[EOS]`` are added after the
+  vocabulary when absent, EOD = ``[EOS]``.
 """
 
 from __future__ import annotations
@@ -39,7 +57,9 @@ HF_KINDS = ("HuggingFaceTokenizer",)
 SP_KINDS = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
 GPT2_KINDS = ("GPT2BPETokenizer",)
 NULL_KINDS = ("NullTokenizer",)
-KINDS = HF_KINDS + SP_KINDS + GPT2_KINDS + NULL_KINDS
+TIKTOKEN_KINDS = ("TikTokenizer",)
+WORDPIECE_KINDS = ("BertWordPieceLowerCase", "BertWordPieceCase")
+KINDS = HF_KINDS + SP_KINDS + GPT2_KINDS + NULL_KINDS + TIKTOKEN_KINDS + WORDPIECE_KINDS
 # NeMo's --tokenizer-library names, accepted as aliases of Megatron's --tokenizer-type.
 LIBRARY_ALIASES = {"huggingface": "HuggingFaceTokenizer", "sentencepiece": "SentencePieceTokenizer",
                    "megatron": "GPT2BPETokenizer"}
@@ -57,8 +77,24 @@ class TokenizerSpec:
     merge_file: str | None = None
     add_special_tokens: bool = False
     eod_id: int | None = None  # explicit override
-    vocab_size: int | None = None  # NullTokenizer only
+    vocab_size: int | None = None  # NullTokenizer, TikTokenizer
     backend: str = "reference"
+    legacy: bool = False  # Megatron's --legacy-tokenizer
+    tiktoken_pattern: str | None = None  # v1 or v2 (TikTokenizer)
+    tiktoken_num_special_tokens: int = 1000
+    special_tokens: tuple[str, ...] | None = None  # --tokenizer-special-tokens (TikTokenizer)
+
+    def options(self) -> dict:
+        """The switches beyond kind, files and EOD that change the ids (metadata, resume key);
+        empty for the configurations that existed before them, so their keys do not move."""
+        out = {}
+        if self.legacy:
+            out["legacy"] = True
+        if self.kind in TIKTOKEN_KINDS:
+            out.update(vocab_size=self.vocab_size, pattern=self.tiktoken_pattern,
+                       num_special_tokens=self.tiktoken_num_special_tokens,
+                       special_tokens=list(self.special_tokens or []) or None)
+        return out
 
     def files(self) -> list[str]:
         """The files that define this tokenizer (hashed into metadata and resume keys)."""
@@ -71,6 +107,10 @@ class TokenizerSpec:
             return [self.model]
         if self.kind in GPT2_KINDS:
             return [self.vocab_file, self.merge_file]
+        if self.kind in TIKTOKEN_KINDS:
+            return [self.model]
+        if self.kind in WORDPIECE_KINDS:
+            return [self.vocab_file]
         return []
 
 
@@ -370,6 +410,66 @@ class HuggingFaceTokenizer(Tokenizer):
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, pos
+
+
+def _proto_fields(data: bytes):
+    """(field number, wire type, value) of one protobuf message level: ints for varints,
+    bytes for length-delimited fields (fixed-width fields skipped as raw bytes)."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            value, pos = data[pos:pos + size], pos + size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, pos = data[pos:pos + width], pos + width
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield field, wire, value
+
+
+SP_MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+
+
+def sentencepiece_model_type(model_proto: bytes) -> str:
+    """The algorithm a SentencePiece ``.model`` was trained as, read from the model itself
+    (``ModelProto.trainer_spec`` = field 2, ``TrainerSpec.model_type`` = field 3; absent means
+    the proto's default, unigram)."""
+    for field, wire, value in _proto_fields(model_proto):
+        if field == 2 and wire == 2:
+            for inner, inner_wire, kind in _proto_fields(value):
+                if inner == 3 and inner_wire == 0:
+                    return SP_MODEL_TYPES.get(kind, f"type {kind}")
+            return "unigram"
+    return "unigram"
+
+
+def sentencepiece_cut_pattern(model_type: str) -> re.Pattern | None:
+    """Where a long text may be cut for a SentencePiece model of ``model_type``: nowhere.
+
+    unigram: the ids are the best path through a lattice over the whole normalised text, and
+    near-ties between segmentations (score gaps of 1e-4) are decided by floating-point sums
+    that run from the start of the text, so a cut anywhere can change ids far from it (a 2 MB
+    document cut into 1 MB pieces changed 38 of 691,699 ids). bpe/word/char: the whitespace
+    and normaliser handling around a cut is not proven here. Whole texts cost memory (see
+    README, Memory), never correctness."""
+    del model_type  # every type says no today; the argument keeps the decision per model
+    return None
+
+
 class SentencePieceTokenizer(Tokenizer):
     library = "sentencepiece"
 
@@ -379,15 +479,70 @@ class SentencePieceTokenizer(Tokenizer):
         if not spec.model:
             raise TokenizerConfigError(f"{spec.kind} needs --tokenizer-model pointing at a .model")
         with fsutil.open_file(spec.model, "rb") as f:
-            self._sp = sentencepiece.SentencePieceProcessor(model_proto=f.read())
+            proto = f.read()
+        self._sp = sentencepiece.SentencePieceProcessor(model_proto=proto)
+        self.model_type = sentencepiece_model_type(proto)
+        self.cuts = sentencepiece_cut_pattern(self.model_type)
         self.library_version = sentencepiece.__version__
         self.vocab_size = self._sp.get_piece_size()
         self.eod = self._sp.eos_id() if self._sp.eos_id() >= 0 else None
         self.bos = self._sp.bos_id() if self._sp.bos_id() >= 0 else None
         self._prepend_bos = spec.add_special_tokens and self.bos is not None
+        self._specials: dict[str, int] = {}
+        self._special_re = None
+        if spec.legacy and spec.kind == "Llama2Tokenizer":
+            # the legacy class prepends bos to every tokenize() call, empty texts included
+            self._prepend_bos = self.bos is not None
+        elif spec.legacy and spec.kind == "SentencePieceTokenizer":
+            self._legacy_specials()
+
+    def _legacy_specials(self) -> None:
+        """Megatron's legacy SentencePieceTokenizer vocabulary: the pieces, then each special
+        token the model lacks, in this order; EOD is ``<EOD>``."""
+        pieces = {self._sp.id_to_piece(i): i for i in range(self._sp.get_piece_size())}
+
+        def piece_or(piece_id: int, fallback: str) -> str:
+            size = self._sp.get_piece_size()
+            return self._sp.id_to_piece(piece_id) if 0 <= piece_id < size else fallback
+
+        names = ["<CLS>", "<SEP>", "<EOD>", "<MASK>", piece_or(self._sp.pad_id(), "<PAD>"),
+                 piece_or(self._sp.bos_id(), "<BOS>"), piece_or(self._sp.eos_id(), "<EOS>")]
+        for name in names:
+            if name not in pieces:
+                pieces[name] = len(pieces)
+            self._specials.setdefault(name, pieces[name])
+        self.vocab_size = len(pieces)
+        self.eod = self._specials["<EOD>"]
+        self.bos = self._specials[names[5]]
+        # Megatron takes the leftmost occurrence of any special token, the first-added on a
+        # tie: an alternation in insertion order matches exactly that
+        self._special_re = re.compile("|".join(re.escape(t) for t in self._specials))
 
     def _encode_plain(self, texts):
-        return self._sp.encode(texts)
+        if self._special_re is None:
+            return self._sp.encode(texts)
+        segments, layout = [], []
+        for text in texts:
+            parts, start = [], 0
+            for m in self._special_re.finditer(text):
+                parts.append(len(segments))
+                segments.append(text[start:m.start()])
+                parts.append(-1 - self._specials[m.group()])
+                start = m.end()
+            parts.append(len(segments))
+            segments.append(text[start:])
+            layout.append(parts)
+        encoded = self._sp.encode(segments)
+        out = []
+        for parts in layout:
+            ids = []
+            for p in parts:
+                if p >= 0:
+                    ids.extend(encoded[p])
+                else:
+                    ids.append(-1 - p)
+            out.append(ids)
+        return out
 
     def encode_batch(self, texts):
         ids, lengths = super().encode_batch(texts)
@@ -397,7 +552,7 @@ class SentencePieceTokenizer(Tokenizer):
         return np.insert(ids, starts, self.bos), lengths + 1
 
     def decode(self, ids):
-        return self._sp.decode([int(i) for i in ids])
+        return self._sp.decode([int(i) for i in ids if int(i) < self._sp.get_piece_size()])
 
 
 class GPT2BPETokenizer(HuggingFaceTokenizer):
@@ -426,21 +581,260 @@ class GPT2BPETokenizer(HuggingFaceTokenizer):
 
 
 class NullTokenizer(Tokenizer):
+    """Megatron's NullTokenizer (both paths): ``[int(x) for x in text.split(' ')]``, EOD =
+    ``--vocab-size`` N, vocabulary N + 1 (so the dtype is chosen for N + 1)."""
+
     library = "builtin"
-    cuts = SPACE_CUTS  # whitespace-separated integers: a cut before a space splits nothing
     wide_ids = True  # any integer the text holds
 
     def __init__(self, spec: TokenizerSpec):
         if spec.vocab_size is None:
-            raise TokenizerConfigError("NullTokenizer needs --vocab-size")
-        self.vocab_size = spec.vocab_size
-        self.eod = spec.vocab_size - 1
+            raise TokenizerConfigError("NullTokenizer needs --vocab-size N (EOD = N, as in "
+                                       "Megatron)")
+        self.vocab_size = spec.vocab_size + 1
+        self.eod = spec.vocab_size
 
     def _encode_plain(self, texts):
-        return [[int(t) for t in text.split()] for text in texts]
+        return [list(_null_ids(text)) for text in texts]
+
+    def _encode_flat(self, texts):
+        # one int64 array filled part by part: a huge text never becomes a list of Python ints
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        out = _IdBuffer(np.int64)
+        for i, text in enumerate(texts):
+            for part in _null_parts(text):
+                ids = np.fromiter(_null_ids(part), dtype=np.int64)
+                out.extend(ids)
+                lengths[i] += len(ids)
+        return out.array(), lengths
 
     def decode(self, ids):
         return " ".join(str(int(i)) for i in ids)
+
+
+def _null_parts(text: str, size: int = 1 << 20) -> Iterator[str]:
+    """``text`` in parts of about ``size`` characters, each cut just after a ``' '``, so that
+    the parts' ``split(' ')`` lists concatenate to the whole text's (a separator is consumed
+    by exactly one side of the cut)."""
+    start = 0
+    while len(text) - start > size:
+        cut = text.find(" ", start + size)
+        if cut < 0:
+            break
+        yield text[start:cut]
+        start = cut + 1
+    yield text[start:] if start else text
+
+
+def _null_ids(text: str) -> Iterator[int]:
+    return (int(x) for x in text.split(" "))
+
+
+# Megatron's two pre-tokenizer patterns for tiktoken vocabularies (--tiktoken-pattern v1|v2).
+TIKTOKEN_PATTERNS = {
+    "v1": r"[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+",
+    "v2": (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+           r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+           r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
+}
+# The special tokens each path starts from (ids 0..); the rest up to num_special_tokens are
+# fillers <SPECIAL_i>.
+TIKTOKEN_SPECIALS = {False: ("<unk>", "<s>", "</s>", "<mask>", "<pad>", "<cls>", "<sep>"),
+                     True: ("<unk>", "<s>", "</s>")}
+
+
+class TikTokenizer(Tokenizer):
+    library = "tiktoken"
+
+    def __init__(self, spec: TokenizerSpec):
+        import base64
+
+        try:
+            import tiktoken
+        except ImportError:
+            raise TokenizerConfigError("TikTokenizer needs the tiktoken package: pip install "
+                                       "tiktoken (or tokenbeam's base install)") from None
+        check_tiktoken_spec(spec)
+        specials = list(spec.special_tokens or TIKTOKEN_SPECIALS[spec.legacy])
+        specials += [f"<SPECIAL_{i}>" for i in range(len(specials),
+                                                     spec.tiktoken_num_special_tokens)]
+        if len(set(specials)) != len(specials):
+            raise TokenizerConfigError("--tokenizer-special-tokens: special tokens must be "
+                                       "unique")
+        inner = spec.vocab_size - spec.tiktoken_num_special_tokens
+        try:
+            entries = json.loads(_read_text(spec.model))
+            ranks = {}
+            for i, entry in enumerate(entries[:inner]):
+                token = base64.b64decode(entry["token_bytes"])
+                if entry["rank"] != i or (i < 256 and token != bytes([i])):
+                    raise ValueError(f"entry {i} has rank {entry['rank']}")
+                ranks[token] = i + spec.tiktoken_num_special_tokens
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TokenizerConfigError(
+                f"--tokenizer-model {spec.model}: not a tiktoken vocabulary JSON (a list of "
+                f"{{rank, token_bytes, token_str}} in rank order, the 256 bytes first): "
+                f"{exc}") from None
+        if len(ranks) != inner:
+            raise TokenizerConfigError(
+                f"--vocab-size {spec.vocab_size}: {spec.model} holds {len(ranks)} ranks, but "
+                f"--vocab-size minus --tiktoken-num-special-tokens "
+                f"({spec.tiktoken_num_special_tokens}) needs {inner}; give --vocab-size "
+                f"{len(ranks) + spec.tiktoken_num_special_tokens} or less")
+        self._special_ids = {t: i for i, t in enumerate(specials)}
+        self._enc = tiktoken.Encoding(name="tokenbeam", pat_str=TIKTOKEN_PATTERNS[
+            spec.tiktoken_pattern], mergeable_ranks=ranks, special_tokens=self._special_ids)
+        self._allow_special = not spec.legacy
+        self.library_version = tiktoken.__version__
+        self.vocab_size = spec.vocab_size
+        self.eod = self._special_ids["</s>"]
+        self.bos = self._special_ids["<s>"]
+
+    def _encode_plain(self, texts):
+        if self._allow_special:
+            return self._enc.encode_batch(texts, allowed_special="all")
+        return self._enc.encode_ordinary_batch(texts)
+
+    def decode(self, ids):
+        return self._enc.decode([int(i) for i in ids])
+
+
+def check_tiktoken_spec(spec: TokenizerSpec) -> None:
+    """The TikTokenizer flags Megatron asserts on, as one-line errors naming the flag."""
+    if not spec.model:
+        raise TokenizerConfigError("TikTokenizer needs --tokenizer-model: the tiktoken "
+                                   "vocabulary JSON")
+    if spec.vocab_size is None:
+        raise TokenizerConfigError("TikTokenizer needs --vocab-size V: special tokens plus the "
+                                   "vocabulary's ranks kept (Megatron's default is 131072)")
+    if spec.tiktoken_pattern not in TIKTOKEN_PATTERNS:
+        raise TokenizerConfigError("TikTokenizer needs --tiktoken-pattern v1 or v2 (the "
+                                   "pre-tokenizer the vocabulary was trained with)")
+    specials = spec.special_tokens or TIKTOKEN_SPECIALS[spec.legacy]
+    if not len(specials) <= spec.tiktoken_num_special_tokens < spec.vocab_size:
+        raise TokenizerConfigError(
+            f"--tiktoken-num-special-tokens {spec.tiktoken_num_special_tokens}: must be at "
+            f"least the {len(specials)} special tokens and below --vocab-size "
+            f"{spec.vocab_size}")
+    missing = [t for t in TIKTOKEN_SPECIALS[spec.legacy] if t not in specials]
+    if missing:
+        raise TokenizerConfigError(f"--tokenizer-special-tokens must include "
+                                   f"{' '.join(missing)}")
+
+
+class WordPieceTokenizer(Tokenizer):
+    """BERT's WordPiece as Megatron's BertWordPiece tokenizers run it (pure Python, like
+    Megatron's; Python's ``unicodedata`` decides categories, so the same Python version gives
+    the same ids)."""
+
+    library = "builtin"
+    MAX_WORD = 200  # longer words become [UNK]
+
+    def __init__(self, spec: TokenizerSpec):
+        import io
+
+        if not spec.vocab_file:
+            raise TokenizerConfigError(f"{spec.kind} needs --vocab-file: the WordPiece "
+                                       "vocab.txt")
+        vocab: dict[str, int] = {}
+        # universal newlines and strip(), as BERT's load_vocab reads the file
+        for i, line in enumerate(io.StringIO(_read_text(spec.vocab_file), newline=None)):
+            vocab[line.strip()] = i
+        missing = [t for t in ("[UNK]",) if t not in vocab]
+        if missing:
+            raise TokenizerConfigError(f"--vocab-file {spec.vocab_file}: no {missing[0]} "
+                                       "line; give a BERT WordPiece vocab.txt")
+        for token in ("[BOS]", "[EOS]"):
+            vocab.setdefault(token, len(vocab))
+        self._vocab = vocab
+        self._unk = vocab["[UNK]"]
+        self._lower = spec.kind == "BertWordPieceLowerCase"
+        self.vocab_size = len(vocab)
+        self.eod = vocab["[EOS]"]
+        self.bos = vocab["[BOS]"]
+
+    def _encode_plain(self, texts):
+        return [self._encode_text(t) for t in texts]
+
+    def _encode_text(self, text: str) -> list[int]:
+        ids = []
+        for word in _bert_words(text, lower=self._lower):
+            ids.extend(self._word_ids(word))
+        return ids
+
+    def _word_ids(self, word: str) -> list[int]:
+        if len(word) > self.MAX_WORD:
+            return [self._unk]
+        ids, start = [], 0
+        while start < len(word):
+            for end in range(len(word), start, -1):
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self._vocab:
+                    ids.append(self._vocab[piece])
+                    start = end
+                    break
+            else:
+                return [self._unk]
+        return ids
+
+    def decode(self, ids):
+        inv = {i: t for t, i in self._vocab.items()}
+        return " ".join(inv.get(int(i), "[UNK]") for i in ids).replace(" ##", "")
+
+
+def _bert_char_class(char: str) -> str:
+    """'drop' (NUL, U+FFFD, control and format characters), 'space', 'cjk', 'punct' or ''."""
+    import unicodedata
+
+    if char in "\t\n\r ":
+        return "space"
+    cp = ord(char)
+    cat = unicodedata.category(char)
+    if cp == 0 or cp == 0xFFFD or cat in ("Cc", "Cf"):
+        return "drop"
+    if cat == "Zs":
+        return "space"
+    if (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F):
+        return "cjk"
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 \
+            or cat.startswith("P"):
+        return "punct"
+    return ""
+
+
+def _bert_words(text: str, *, lower: bool) -> list[str]:
+    """BERT's basic tokenizer: control characters out, whitespace to spaces, CJK characters
+    set apart, split on Python whitespace; per word: lower case and strip accents (NFD, drop
+    Mn) when ``lower``, then every punctuation character is a word of its own."""
+    import unicodedata
+
+    cleaned = []
+    for char in text:
+        kind = _bert_char_class(char)
+        if kind == "drop":
+            continue
+        cleaned.append(" " if kind == "space" else f" {char} " if kind == "cjk" else char)
+    words = []
+    for word in "".join(cleaned).split():
+        if lower:
+            word = "".join(c for c in unicodedata.normalize("NFD", word.lower())
+                           if unicodedata.category(c) != "Mn")
+        current = []
+        for char in word:
+            if _bert_char_class(char) == "punct":
+                if current:
+                    words.append("".join(current))
+                    current = []
+                words.append(char)
+            else:
+                current.append(char)
+        if current:
+            words.append("".join(current))
+    # BERT joins the pieces with spaces and splits again: a piece holding whitespace (a
+    # lower-cased or decomposed character can be one) falls apart there
+    return [w for piece in words for w in piece.split()]
 
 
 class FastTokenizer(Tokenizer):
@@ -534,8 +928,10 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
         return "reference", "--tokenizer-backend reference"
     reference = load_tokenizer(dataclasses.replace(spec, backend="reference"))
     why_not = None
-    if spec.kind in NULL_KINDS:
-        why_not = "NullTokenizer has no fast backend"
+    if spec.kind in NULL_KINDS + TIKTOKEN_KINDS + WORDPIECE_KINDS:
+        why_not = f"{spec.kind} has no fast backend"
+    elif spec.legacy and spec.kind in SP_KINDS:
+        why_not = "--legacy-tokenizer is only supported by the reference backend"
     elif spec.add_special_tokens and spec.kind in HF_KINDS + GPT2_KINDS:
         why_not = "--add-special-tokens is only supported by the reference backend"
     else:
@@ -577,6 +973,10 @@ def _load_reference(spec: TokenizerSpec) -> Tokenizer:
         tok = GPT2BPETokenizer(spec)
     elif spec.kind in NULL_KINDS:
         tok = NullTokenizer(spec)
+    elif spec.kind in TIKTOKEN_KINDS:
+        tok = TikTokenizer(spec)
+    elif spec.kind in WORDPIECE_KINDS:
+        tok = WordPieceTokenizer(spec)
     else:
         raise TokenizerConfigError(f"unknown tokenizer kind {spec.kind}")
     if spec.eod_id is not None:
@@ -593,6 +993,7 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,
+        **({"options": spec.options()} if spec.options() else {}),
         "backend": tok.name,
         "library": getattr(tok, "reference", tok).library,
         "library_version": getattr(tok, "reference", tok).library_version,

@@ -1,0 +1,122 @@
+"""Byte-identity with Megatron-LM core_v0.16.1 ``tools/preprocess_data.py`` for every tokenizer
+family beyond HuggingFace: NullTokenizer, SentencePiece (default and ``--legacy-tokenizer``
+paths of SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer), TikTokenizer and
+BertWordPiece{LowerCase,Case}.
+
+The expected bytes in tests/data/megatron_tokenizers/FAMILY/megatron/ (gzipped) were written by
+Megatron's own script (README.md there: commands and versions); FAMILY/variants.tsv lists each
+variant's Megatron flags and which stored output it produced. Every variant is checked through
+the tokenizer (fast: no pipeline), and each distinct output once through the whole tokenize job
+with the same flags.
+"""
+
+import gzip
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from dataio import indexed
+from megatron_reference import megatron_documents, read_pair, reference_write
+from pipelines import options as opts
+from pipelines import tokenize
+from transforms import tokenizer as tk
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_tokenizers")
+FAMILIES = ("nulltok", "spm", "tiktoken", "wordpiece")
+PATH_FLAGS = ("--tokenizer-model", "--vocab-file", "--merge-file")
+OUT = "corpus_text_document"
+
+
+def _input(family):
+    return os.path.join(DATA, family, "corpus.jsonl") if family == "nulltok" \
+        else os.path.join(DATA, "corpus.jsonl")
+
+
+def _variants():
+    rows = []
+    for family in FAMILIES:
+        path = os.path.join(DATA, family, "variants.tsv")
+        if not os.path.exists(path):
+            continue  # test_every_family_has_its_fixture fails for it
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                name, stored, flags = line.rstrip("\n").split("\t")
+                rows.append(pytest.param(family, name, stored, flags.split(),
+                                         id=f"{family}-{name}"))
+    return rows
+
+
+VARIANTS = _variants()
+
+
+def _flags(family, flags):
+    """Megatron's flags as tokenbeam takes them (same names), paths made absolute."""
+    out = list(flags)
+    for i, flag in enumerate(out[:-1]):
+        if flag in PATH_FLAGS:
+            out[i + 1] = os.path.join(DATA, family, out[i + 1])
+    return out
+
+
+def _expected(family, stored):
+    """Megatron's .bin and .idx bytes (stored gzipped: a few hundred KB per family)."""
+    prefix = os.path.join(DATA, family, "megatron", stored, OUT)
+    with gzip.open(prefix + ".bin.gz") as b, gzip.open(prefix + ".idx.gz") as i:
+        return b.read(), i.read()
+
+
+def _texts(family):
+    with open(_input(family), encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+def test_every_family_has_its_fixture():
+    families = {p.values[0] for p in VARIANTS}
+    assert families == set(FAMILIES)
+    for param in VARIANTS:
+        family, _, stored, _ = param.values
+        assert len(_expected(family, stored)[1]) > 34
+
+
+@pytest.mark.parametrize("family, name, stored, flags", VARIANTS)
+def test_tokenizer_gives_megatron_bytes(tmp_path, family, name, stored, flags):
+    """Every variant: the tokenizer built from Megatron's own flags, Megatron's document
+    assembly and the format written from the spec (tests/megatron_reference.py)."""
+    flags = _flags(family, flags)
+    options = opts.parse(["--input", "x", "--output", "y", *flags])
+    spec = options.view_as(opts.TokenizerOptions).tokenizer_spec()
+    tok = tk.load_tokenizer(spec)
+
+    def encode(text):
+        ids, _ = tok.encode_batch([text])
+        return ids.astype(np.int64).tolist()
+
+    documents = megatron_documents(_texts(family), encode,
+                                   eod=tok.eod if "--append-eod" in flags else None)
+    reference_write(str(tmp_path / "got"), documents, indexed.optimal_dtype(tok.vocab_size))
+    expected = _expected(family, stored)
+    got = read_pair(str(tmp_path / "got"))
+    assert got[1] == expected[1], "the .idx differs (lengths, documents or dtype)"
+    assert got[0] == expected[0], "the .bin differs (token ids)"
+
+
+FULL = [p for p in VARIANTS if p.values[1] == p.values[2]]  # each distinct output once
+
+
+@pytest.mark.parametrize("family, name, stored, flags", FULL)
+def test_tokenize_job_identical_to_megatron(tmp_path, family, name, stored, flags):
+    shutil.copy(_input(family), tmp_path / "corpus.jsonl")
+    out = tmp_path / "out"
+    argv = ["--input", str(tmp_path / "corpus.jsonl"), "--output", str(out),
+            "--json-keys", "text", "--log-interval", "0", *_flags(family, flags)]
+    assert tokenize.run(argv) == 0
+    names = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
+    assert len(names) == 1 and names[0].startswith(f"{OUT}_dc=")
+    assert read_pair(str(out / names[0])) == _expected(family, stored)
+    assert not (out / "_errors").exists()  # every record Megatron accepted is accepted
+    with open(out / "metadata.json", encoding="utf-8") as f:
+        backend = json.load(f)["tokenizer"]["backend"]
+    print(f"{family}/{name}: backend {backend}")
