@@ -122,6 +122,8 @@ SPARK_SYNAPSE_DEFAULTS: dict[str, Any] = {
 SPARK_DEFAULTS: dict[str, Any] = {
     "kind": "spark",
     "master": "spark://127.0.0.1:7077",
+    "deploy_mode": "client",
+    "hadoop_conf_dir": None,
     "spark_home": None,
     **_SPARK_COMMON,
 }
@@ -135,7 +137,7 @@ DEFAULTS = {"flink_slurm": FLINK_SLURM_DEFAULTS, "flink": FLINK_DEFAULTS,
 FREE_FORM = ("flink_conf", "spark_conf")  # mappings whose keys are the engine's own
 
 PATH_KEYS = ("python_env", "cache_dir", "log_dir", "flink_home", "job_server_jar",
-             "flink_tmp_dir", "spark_home")
+             "flink_tmp_dir", "spark_home", "hadoop_conf_dir")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.+:-]+$")
 _SLURM_MEMORY = re.compile(r"^\d+[KMGT]?$")
@@ -361,9 +363,16 @@ def _validate_spark(cfg: dict, where: str) -> None:
         _check(isinstance(cfg["token_scope"], str) and cfg["token_scope"].startswith("https://"),
                where, "token_scope", cfg["token_scope"], "https://dev.azuresynapse.net/.default")
     else:
-        _check(isinstance(cfg["master"], str) and cfg["master"].startswith(("spark://", "yarn",
-                                                                            "local")),
-               where, "master", cfg["master"], "spark://HOST:PORT (or yarn)")
+        _check(isinstance(cfg["master"], str) and (cfg["master"] == "yarn" or cfg[
+            "master"].startswith(("spark://", "local"))), where, "master", cfg["master"],
+            "spark://HOST:PORT, or yarn (the cluster named by hadoop_conf_dir)")
+        _check(cfg["deploy_mode"] in ("client", "cluster") and (
+            cfg["deploy_mode"] == "client" or cfg["master"] == "yarn"), where, "deploy_mode",
+            cfg["deploy_mode"], "client, or cluster with master: yarn (the driver then runs "
+            "in YARN's application master)")
+        _check(cfg["hadoop_conf_dir"] is None or isinstance(cfg["hadoop_conf_dir"], str), where,
+               "hadoop_conf_dir", cfg["hadoop_conf_dir"], "null (HADOOP_CONF_DIR or "
+               "YARN_CONF_DIR from the environment) or the folder holding yarn-site.xml")
     _check(isinstance(cfg["staging_dir"], str) and bool(_STAGING.match(cfg["staging_dir"])),
            where, "staging_dir", cfg["staging_dir"], "a folder the cluster reads: "
            "abfss://CONTAINER@ACCOUNT.dfs.core.windows.net/PATH, wasbs://..., or an absolute "

@@ -16,8 +16,9 @@ it and Beam's Spark runtime (once per version) in ``staging_dir``, and submits i
   cluster login read from the environment variables the config names, ``X-Requested-By``;
 - ``spark_synapse``: the workspace's Livy-compatible batch API, with a bearer token from
   azure-identity's ``DefaultAzureCredential``;
-- ``spark``: ``spark-submit`` in client mode against a standalone ``spark://`` master (the
-  driver runs here, so this kind always waits).
+- ``spark``: ``spark-submit`` against a standalone ``spark://`` master (client mode) or YARN
+  (``master: yarn``, client or cluster mode, the cluster named by ``hadoop_conf_dir``); the
+  launcher waits for spark-submit, so this kind always waits.
 
 The batch's last step writes ``metadata.json`` and removes the run's temporaries, so the
 output is complete whether or not anyone waits. Until then a *detached hold* in the output
@@ -306,15 +307,35 @@ def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str) -> list[str]:
     if not os.path.exists(submit):
         raise rconfig.ConfigError(f"spark_home: no spark-submit at {submit}; set spark_home to "
                                   "your Spark 3.5, or run `bash scripts/setup.sh --test`")
-    argv = [submit, "--master", cfg["master"], "--deploy-mode", "client",
+    argv = [submit, "--master", cfg["master"], "--deploy-mode", cfg["deploy_mode"],
             "--class", "org.apache.beam.runners.spark.SparkPipelineRunner",
             "--name", f"{cfg['name']}-{run_id}", "--jars", staged.runtime_jar_cluster,
             "--driver-memory", cfg["driver_memory"], "--executor-memory", cfg["executor_memory"],
-            "--executor-cores", str(cfg["executor_cores"]),
-            "--total-executor-cores", str(cfg["executor_cores"] * cfg["num_executors"])]
+            "--executor-cores", str(cfg["executor_cores"])]
+    if cfg["master"] == "yarn":
+        argv += ["--driver-cores", str(cfg["driver_cores"]),
+                 "--num-executors", str(cfg["num_executors"])]
+    else:
+        argv += ["--total-executor-cores", str(cfg["executor_cores"] * cfg["num_executors"])]
     for key, value in cfg["spark_conf"].items():
         argv += ["--conf", f"{key}={value}"]
     return argv + [staged.job_jar_cluster]
+
+
+def spark_submit_env(cfg: dict) -> dict:
+    """spark-submit's environment: for YARN, HADOOP_CONF_DIR names the cluster."""
+    env = dict(os.environ)
+    if cfg["master"] != "yarn":
+        return env
+    conf_dir = cfg["hadoop_conf_dir"] or env.get("HADOOP_CONF_DIR") or env.get("YARN_CONF_DIR")
+    if not conf_dir or not os.path.isfile(os.path.join(conf_dir, "yarn-site.xml")):
+        where = f"{conf_dir} has no yarn-site.xml" if conf_dir else "none is set"
+        raise rconfig.ConfigError(
+            f"master: yarn needs the cluster's Hadoop configuration ({where}): set "
+            "hadoop_conf_dir (or HADOOP_CONF_DIR) to the folder holding its yarn-site.xml and "
+            "core-site.xml (/etc/hadoop/conf on an HDInsight head node)")
+    env["HADOOP_CONF_DIR"] = conf_dir
+    return env
 
 
 def _tokenize_argv(args: list[str]) -> list[str]:
@@ -344,6 +365,8 @@ def _submit(args, cfg: dict) -> int:
     client = None if cfg["kind"] == "spark" or args.no_submit else client_for(cfg)
     if client is not None:
         client.check_credentials()  # a missing credential fails now, not after the build
+    if cfg["kind"] == "spark":
+        spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
     run_id = output_lock.new_run_id()
     started, t0 = tokenize._now(), time.monotonic()
     with tokenize.lock_output(options, argv, run_id=run_id) as held:
@@ -476,10 +499,11 @@ def _print_log_tail(client, batch: str, lines: int = LOG_TAIL_LINES) -> None:
 
 def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> str:
     argv = spark_submit_argv(cfg, staged, run_id=run_id)
+    env = spark_submit_env(cfg)
     log_path = os.path.join(work, "spark-submit.log")
     print(f"spark-submit to {cfg['master']} (log: {log_path})", flush=True)
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
             rc = proc.wait()
@@ -502,7 +526,11 @@ def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
     """``--no-submit``: the jar is staged and the request written; the caller submits."""
     if cfg["kind"] == "spark":
         request = {"argv": spark_submit_argv(cfg, staged, run_id=run_id)}
-        how = "run: " + " ".join(request["argv"])
+        prefix = ""
+        if cfg["master"] == "yarn":
+            request["env"] = {"HADOOP_CONF_DIR": spark_submit_env(cfg)["HADOOP_CONF_DIR"]}
+            prefix = f"HADOOP_CONF_DIR={request['env']['HADOOP_CONF_DIR']} "
+        how = "run: " + prefix + " ".join(request["argv"])
     else:
         url = batches_url(cfg) + "/batches"
         request = {"method": "POST", "url": url, "body": batch_body(cfg, staged, run_id=run_id)}
