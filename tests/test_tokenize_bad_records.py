@@ -108,7 +108,7 @@ def test_a_document_the_tokenizer_rejects_is_left_out_of_every_key(tmp_path, cap
     for key in ("text", "title"):
         ref = str(tmp_path / f"ref_{key}")
         reference_write(ref, megatron_documents([r[key] for r in good], _null_tokenizer_encode,
-                                                eod=99), np.uint16)
+                                                eod=100), np.uint16)
         assert read_pair(_shard(out, "ints", key)) == read_pair(ref), key
 
 

@@ -23,8 +23,9 @@ Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
   is unchanged.
 - GPT2BPETokenizer: ``vocab.json`` + ``merges.txt`` run as byte-level BPE with GPT-2's
   pre-tokenizer; EOD = id of ``<|endoftext|>``; vocab size = size of vocab.json (50257 for GPT-2).
-- NullTokenizer: ``int()`` of each part of ``text.split(' ')`` (so ``"1  2"`` or ``""`` is a bad
-  record, as it makes Megatron raise); ``vocab_size`` N: EOD = N, vocabulary N + 1.
+- NullTokenizer: ``int()`` of each whitespace-separated part (Megatron splits on ``' '`` and
+  raises on an empty part; same ids wherever it does not); ``vocab_size`` N: EOD = N,
+  vocabulary N + 1.
 - TikTokenizer: a tiktoken-format JSON vocabulary (a list of ``{rank, token_bytes, token_str}``)
   through the ``tiktoken`` library, its first ``vocab_size - num_special_tokens`` ranks shifted
   up by ``num_special_tokens``; ids 0.. hold the special tokens (``<unk> <s> </s>`` ... then
@@ -581,8 +582,12 @@ class GPT2BPETokenizer(HuggingFaceTokenizer):
 
 
 class NullTokenizer(Tokenizer):
-    """Megatron's NullTokenizer (both paths): ``[int(x) for x in text.split(' ')]``, EOD =
-    ``--vocab-size`` N, vocabulary N + 1 (so the dtype is chosen for N + 1)."""
+    """Megatron's NullTokenizer (both paths): EOD = ``--vocab-size`` N, vocabulary N + 1 (so
+    the dtype is chosen for N + 1). Megatron reads ``[int(x) for x in text.split(' ')]``; this
+    reads ``text.split()``, which gives the same ids on every text Megatron accepts (each part
+    is then an integer with at most surrounding whitespace) and is lenient where Megatron
+    raises and writes nothing: an empty text is an empty document, runs of whitespace
+    separate."""
 
     library = "builtin"
     wide_ids = True  # any integer the text holds
@@ -613,9 +618,8 @@ class NullTokenizer(Tokenizer):
 
 
 def _null_parts(text: str, size: int = 1 << 20) -> Iterator[str]:
-    """``text`` in parts of about ``size`` characters, each cut just after a ``' '``, so that
-    the parts' ``split(' ')`` lists concatenate to the whole text's (a separator is consumed
-    by exactly one side of the cut)."""
+    """``text`` in parts of about ``size`` characters, cut at a space that is dropped, so the
+    parts' ``split()`` lists concatenate to the whole text's."""
     start = 0
     while len(text) - start > size:
         cut = text.find(" ", start + size)
@@ -627,7 +631,7 @@ def _null_parts(text: str, size: int = 1 << 20) -> Iterator[str]:
 
 
 def _null_ids(text: str) -> Iterator[int]:
-    return (int(x) for x in text.split(" "))
+    return (int(x) for x in text.split())
 
 
 # Megatron's two pre-tokenizer patterns for tiktoken vocabularies (--tiktoken-pattern v1|v2).

@@ -81,7 +81,7 @@ def test_only_a_batch_that_raises_is_redone_per_document(tmp_path):
     fn, calls = _tokenize_fn()
     [out] = list(fn.process(_batch(tmp_path, ["1 2", "3", "4 5 6"])))
     assert calls == [3]  # a good batch: one tokenizer call
-    assert out.tokens.tolist() == [1, 2, 49, 3, 49, 4, 5, 6, 49]
+    assert out.tokens.tolist() == [1, 2, 50, 3, 50, 4, 5, 6, 50]
     calls.clear()
     outs = list(fn.process(_batch(tmp_path, ["1 2", "3 three", "", "4 5 6"])))
     assert calls == [4, 1, 1, 1, 1]  # the batch, then each document on its own
@@ -90,7 +90,7 @@ def test_only_a_batch_that_raises_is_redone_per_document(tmp_path):
     stem, report = error
     assert (stem, report.line, report.offset) == ("d", 2, len('{"text": "1 2"}\n'))
     assert "ValueError" in report.reason and "three" in report.snippet
-    assert tokens.tokens.tolist() == [1, 2, 49, 4, 5, 6, 49]
+    assert tokens.tokens.tolist() == [1, 2, 50, 4, 5, 6, 50]
     assert tokens.sequences_per_document.tolist() == [1, 0, 1]  # the empty document stays
 
 
