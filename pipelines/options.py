@@ -91,7 +91,9 @@ class TokenizerOptions(PipelineOptions):
                             help="Megatron's legacy tokenizer classes (core_v0.16.1's "
                                  "--legacy-tokenizer): other special tokens and EOD ids for "
                                  "SentencePieceTokenizer, BOS on every text for "
-                                 "Llama2Tokenizer, no special tokens in text for TikTokenizer")
+                                 "Llama2Tokenizer, no special tokens in text for TikTokenizer, "
+                                 "special tokens added for HuggingFaceTokenizer; required for "
+                                 "BertWordPiece*")
         parser.add_argument("--tiktoken-pattern", default=None, choices=["v1", "v2"],
                             help="TikTokenizer pre-tokenizer pattern (default v2; required "
                                  "with --legacy-tokenizer, as in Megatron)")
@@ -141,7 +143,11 @@ class TokenizerOptions(PipelineOptions):
             pattern = "v2"  # Megatron's default on its default path
         return tk.TokenizerSpec(kind=kind, model=self.tokenizer_model, vocab_file=self.vocab_file,
                                 merge_file=self.merge_file,
-                                add_special_tokens=self.add_special_tokens, eod_id=self.eod_id,
+                                # Megatron's legacy HF class calls tokenizer(text): special
+                                # tokens added, as the default path's include-special flag
+                                add_special_tokens=self.add_special_tokens or (
+                                    self.legacy_tokenizer and kind in tk.HF_KINDS),
+                                eod_id=self.eod_id,
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,
                                 legacy=self.legacy_tokenizer, tiktoken_pattern=pattern,
                                 tiktoken_num_special_tokens=self.tiktoken_num_special_tokens,

@@ -175,6 +175,9 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
                             if p.endswith(".model"))[:3]
             hint = f" (in it: {', '.join(inside)})" if inside else ""
             raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
+    if spec.kind in tk.TIKTOKEN_KINDS + tk.WORDPIECE_KINDS:
+        # their files' contents are checked against the flags when loaded (cached for later)
+        tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))
 
 
 def check_output(output: str, *, probe: bool) -> None:

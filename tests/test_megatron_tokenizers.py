@@ -106,6 +106,7 @@ def test_tokenizer_gives_megatron_bytes(tmp_path, family, name, stored, flags):
 FULL = [p for p in VARIANTS if p.values[1] == p.values[2]]  # each distinct output once
 
 
+@pytest.mark.slow  # runs the whole tokenize job: see tests/conftest.py
 @pytest.mark.parametrize("family, name, stored, flags", FULL)
 def test_tokenize_job_identical_to_megatron(tmp_path, family, name, stored, flags):
     shutil.copy(_input(family), tmp_path / "corpus.jsonl")
@@ -120,3 +121,52 @@ def test_tokenize_job_identical_to_megatron(tmp_path, family, name, stored, flag
     with open(out / "metadata.json", encoding="utf-8") as f:
         backend = json.load(f)["tokenizer"]["backend"]
     print(f"{family}/{name}: backend {backend}")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
+      "--tiktoken-pattern", "v2"], "TikTokenizer needs --vocab-size"),
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/missing.json",
+      "--vocab-size", "2024"], "--tokenizer-model"),
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
+      "--vocab-size", "4000"], "give --vocab-size 2024 or less"),
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
+      "--vocab-size", "2024", "--legacy-tokenizer"], "--tiktoken-pattern v1 or v2"),
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
+      "--vocab-size", "2024", "--tiktoken-special-tokens", "<s>"], "--tokenizer-special-tokens"),
+    (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
+      "--vocab-size", "2024", "--tokenizer-special-tokens", "<s>", "</s>"], "must include"),
+    (["--tokenizer-type", "BertWordPieceCase", "--vocab-file", "wordpiece/vocab.txt"],
+     "needs --legacy-tokenizer"),
+    (["--tokenizer-type", "BertWordPieceLowerCase", "--legacy-tokenizer"],
+     "needs --vocab-file"),
+    (["--tokenizer-type", "BertWordPieceLowerCase", "--legacy-tokenizer", "--vocab-file",
+      "wordpiece/none.txt"], "--vocab-file"),
+    (["--tokenizer-type", "NullTokenizer"], "NullTokenizer needs --vocab-size"),
+])
+def test_bad_tokenizer_configuration_is_one_line_and_status_2(tmp_path, capsys, flags, message):
+    (tmp_path / "in.jsonl").write_text('{"text": "1 2"}\n')
+    flags = [os.path.join(DATA, f) if f.endswith((".json", ".txt")) else f for f in flags]
+    status = tokenize.run(["--input", str(tmp_path / "in.jsonl"), "--output",
+                           str(tmp_path / "out"), *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("tokenizer, expected", [("tokenizer", "megatron"),
+                                                 ("tokenizer_bos", "megatron_bos_include_special")])
+def test_hf_legacy_tokenizer(tmp_path, tokenizer, expected):
+    """Megatron's --legacy-tokenizer HuggingFace class (tokenizer(text).input_ids) gave exactly
+    the bytes of the default path with --tokenizer-hf-include-special-tokens (README.md here:
+    run on ../megatron_preprocess/ with core_v0.16.1), so the flag means --add-special-tokens."""
+    data = os.path.join(os.path.dirname(DATA), "megatron_preprocess")
+    shutil.copy(os.path.join(data, "corpus.jsonl"), tmp_path / "corpus.jsonl")
+    out = tmp_path / "out"
+    assert tokenize.run(["--input", str(tmp_path / "corpus.jsonl"), "--output", str(out),
+                         "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                         os.path.join(data, tokenizer), "--append-eod", "--legacy-tokenizer",
+                         "--log-interval", "0"]) == 0
+    (name,) = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
+    assert read_pair(str(out / name)) == read_pair(os.path.join(data, expected, OUT))
