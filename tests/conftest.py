@@ -8,6 +8,37 @@ import pytest
 
 from pipelines import demo
 
+# --- the two tiers -------------------------------------------------------------------------------
+# `pytest -m "not slow"` is the unit tier (each transform, DoFn and CombineFn on its own; well under
+# a minute on 2 cores); `pytest` (the README's test command) runs everything. A test is slow when it
+# runs a whole job (pipelines.*.run, a CLI subprocess), injects faults into one, or needs a real
+# service. Two ways to be marked, both greppable:
+# - modules of such tests say so at their top: `pytestmark = pytest.mark.slow` (one test: the
+#   decorator `@pytest.mark.slow`);
+# - any test that requests one of the service fixtures below is marked here, wherever it lives, so a
+#   new service test cannot land in the unit tier by forgetting the marker; so is every test of the
+#   SERVICE_MODULES (service tests that start their service themselves, without a fixture).
+SERVICE_FIXTURES = frozenset({
+    "azurite", "container",                      # tests/azure/conftest.py: Azurite (npm)
+    "flink_stack", "flink_cluster",              # tests/runners/conftest.py: Flink + job server
+    "slurm_cluster",                             # tests/runners/conftest.py: slurmctld/slurmd
+    "spark_cluster", "yarn_cluster",             # tests/runners/test_spark_*.py: Spark, Livy, YARN
+    "direct_output",                             # tests/runners/conftest.py: a whole tokenize run
+})
+
+SERVICE_MODULES = frozenset({
+    "runners/test_worker_pool.py",               # starts `python -m runners.worker_pool` servers
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    tests_dir = os.path.dirname(__file__)
+    for item in items:
+        module = os.path.relpath(str(item.path), tests_dir).replace(os.sep, "/")
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())) or \
+                module in SERVICE_MODULES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
@@ -43,3 +74,66 @@ def hf_encode(hf_tokenizer):
     tok = tokenizers.Tokenizer.from_file(os.path.join(hf_tokenizer, "tokenizer.json"))
     return tok, (lambda s: tok.encode(s, add_special_tokens=False).ids), \
         tok.token_to_id("<|endoftext|>")
+
+
+# --- Beam unit tests: a pipeline, small inputs written by the test, secrets to look for ----------
+
+@pytest.fixture
+def make_pipeline():
+    """``make_pipeline()`` -> a TestPipeline on Beam's in-process FnApiRunner (what the local
+    runner uses; never Beam 2.77's Prism download). Use it as ``with make_pipeline() as p:``;
+    leaving the block runs the pipeline and its ``assert_that`` checks."""
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.testing.test_pipeline import TestPipeline
+
+    return lambda: TestPipeline(runner=FnApiRunner())
+
+
+@pytest.fixture
+def write_jsonl(tmp_path):
+    """``write_jsonl(name, records)`` -> path of ``tmp_path/name`` holding one line per record
+    (a dict is dumped as JSON, bytes are written as they are)."""
+    def write(name: str, records) -> str:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"".join((r if isinstance(r, bytes) else json.dumps(r).encode()) + b"\n"
+                                  for r in records))
+        return str(path)
+
+    return write
+
+
+AZURE_SECRETS = ("sv=2024-01-01&sig=unit-tier-sas-NEVER-pickled",
+                 "dW5pdC10aWVyLWFjY291bnQta2V5LU5FVkVSLXBpY2tsZWQ=")
+
+
+@pytest.fixture
+def azure_storage_plan():
+    """A real worker storage plan (dataio.azure.AzurePlan) made while this process holds an
+    Azure SAS token and account key (:data:`AZURE_SECRETS`), as a driver given
+    ``--azure-sas-token``/``--azure-account-key`` does. No Azure path is involved, so nothing
+    is contacted; the process's Azure state is reset afterwards."""
+    from dataio import azure
+
+    azure.reset()
+    plan = azure.configure_from_options({"azure_sas_token": AZURE_SECRETS[0],
+                                         "azure_account_key": AZURE_SECRETS[1],
+                                         "azure_account_name": "unittier"})
+    assert plan is not None
+    yield plan
+    azure.reset()
+
+
+@pytest.fixture
+def ship():
+    """``ship(dofn)``: pickle it as Beam ships a DoFn to a worker (cloudpickle), check that no
+    secret of :data:`AZURE_SECRETS` is in the bytes, and return the worker's copy."""
+    import cloudpickle
+
+    def ship_(obj):
+        blob = cloudpickle.dumps(obj)
+        for secret in AZURE_SECRETS:
+            assert secret.encode() not in blob, f"a secret rides along in the pickled {obj!r}"
+        return cloudpickle.loads(blob)
+
+    return ship_

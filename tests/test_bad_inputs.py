@@ -14,6 +14,8 @@ import zstandard
 
 from pipelines import reshard, tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROWS = [{"text": f"document number {i} " + "word " * (i % 40)} for i in range(400)]
 RAW = b"".join(json.dumps(r).encode() + b"\n" for r in ROWS)
 

@@ -5,10 +5,12 @@ import shutil
 
 import fsspec
 import numpy as np
+import pytest
 
 from megatron_reference import read_pair
 from dataio import indexed
 from pipelines import count, tokenize
+
 
 DOCS = [[[1, 2], [3]], [], [[4, 5, 6]], [[7]]]  # 4 documents (one empty), 4 sequences, 7 tokens
 
@@ -147,6 +149,7 @@ def test_fsspec_urls(tmp_path):
         mem.rm("/count-test", recursive=True)
 
 
+@pytest.mark.slow  # runs the whole tokenize job: see tests/conftest.py
 def test_on_tokenize_job_output_and_renamed_names(corpus_dir, hf_tokenizer, tmp_path, capsys):
     out = tmp_path / "tok"
     code = tokenize.run([f"--input={corpus_dir}", "--output", str(out), "--tokenizer-type",

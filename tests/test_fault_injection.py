@@ -25,6 +25,8 @@ import fault_injection as fi  # noqa: E402
 
 from dataio import faults  # noqa: E402
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 SEED = int(os.environ.get("TOKENBEAM_FAULT_SEED") or random.SystemRandom().randrange(1 << 31))
 CHECKPOINT_TRIALS = 9   # every checkpoint at least once, then random ones; with the worker
 #                         trial, 10 kills for sure (a wall-clock kill may come after the end)

@@ -3,9 +3,14 @@
 import json
 import os
 
+import pytest
+
 from megatron_reference import shard_files
 from dataio import indexed
 from pipelines import tokenize
+
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 
 def _run(corpus, out, tok, *extra):

@@ -13,6 +13,8 @@ from dataio import indexed as ix
 from pipelines import demo
 from pipelines import inspect as inspect_cli
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 @pytest.fixture(scope="module")
 def output(tmp_path_factory):

@@ -13,6 +13,8 @@ import pytest
 from megatron_reference import read_pair
 from pipelines import tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_preprocess")
 
 

@@ -127,6 +127,7 @@ def test_fsspec_urls(tmp_path):
         mem.rm("/merge-test", recursive=True)
 
 
+@pytest.mark.slow  # runs the whole tokenize job: see tests/conftest.py
 def test_merge_of_tokenized_shards_equals_tokenizing_the_concatenation(corpus_dir, hf_tokenizer,
                                                                        tmp_path):
     def tokenize_into(inputs, out):

@@ -19,6 +19,8 @@ from pipelines import options as opts
 from pipelines import reshard
 from transforms import reshard as rs
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 REGEX = r"(?P<language>[a-z]+)_(?P<domain>[a-z]+)_"
 TEMPLATE = "{language}_{domain}_split_{split:03d}"
 

@@ -19,6 +19,8 @@ from megatron_reference import megatron_documents, read_pair, reference_write, s
 from dataio import indexed
 from pipelines import tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 def run_job(inputs, output, tokenizer, *extra):
     argv = [f"--input={p}" for p in ([inputs] if isinstance(inputs, (str, os.PathLike)) else inputs)]

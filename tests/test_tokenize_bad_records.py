@@ -13,6 +13,8 @@ import pytest
 from megatron_reference import megatron_documents, read_pair, reference_write
 from pipelines import tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 def _run(inputs, output, *extra):
     return tokenize.run([f"--input={inputs}", "--output", str(output), "--log-interval", "0",

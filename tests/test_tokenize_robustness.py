@@ -14,6 +14,8 @@ import pytest
 
 from dataio import indexed
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLED = "tokenizer backend:"  # printed once the inputs have been sampled: work has started
 

@@ -11,6 +11,8 @@ from dataio import indexed
 from pipelines import tokenize
 from transforms.sentences import make_splitter
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 def _run(inp, out, tok, *extra):
     return tokenize.run(["--input", str(inp), "--output", str(out), "--tokenizer-type",

@@ -4,8 +4,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from dataio import indexed as ix
+
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
 
 def _cli(*args):

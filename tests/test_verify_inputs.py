@@ -10,10 +10,15 @@ import os
 import re
 import shutil
 
+import pytest
+
 from megatron_reference import read_pair
 from dataio import fs as fsutil
 from pipelines import tokenize
 from test_tokenize import committed, run_job
+
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 
 def _copy_corpus(corpus_dir, folder):

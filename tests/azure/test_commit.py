@@ -78,6 +78,8 @@ def test_aborted_writer_leaves_nothing(configured, azurite, container):
 _KILLED_WRITER = """
 import sys, time, numpy as np
 from dataio import azure, indexed
+
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 azure.configure_worker()          # the plan and the secret come from the environment
 w = indexed.IndexedDatasetWriter(sys.argv[1], dtype=np.uint16)
 rng = np.random.default_rng(3)

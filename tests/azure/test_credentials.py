@@ -13,6 +13,8 @@ import pytest
 from dataio import azure
 from dataio import fs as fsutil
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -20,6 +20,8 @@ from dataio import azure, indexed
 from dataio import fs as fsutil
 from pipelines import tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 
 def _argv(inputs, output, tokenizer, *extra):
     return [f"--input={inputs}", f"--output={output}", "--tokenizer-type", "HuggingFaceTokenizer",

@@ -15,6 +15,8 @@ from dataio import fs as fsutil
 from dataio import indexed
 from pipelines import tokenize
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -6,6 +6,8 @@ import pytest
 from dataio import azure
 from dataio import fs as fsutil
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ACCOUNT = "devstoreaccount1"  # Azurite's development account
 
 

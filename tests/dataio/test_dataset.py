@@ -392,6 +392,7 @@ def test_torch_adapter(corpus):
     assert batch["input_ids"].shape == (4, 32)
 
 
+@pytest.mark.slow  # runs the whole tokenize job: see tests/conftest.py
 def test_on_real_tokenize_output(tmp_path):
     """The loader over what `python -m pipelines.tokenize` writes, holdout included."""
     from tokenizers import Tokenizer

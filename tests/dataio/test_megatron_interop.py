@@ -280,6 +280,7 @@ print("MEGATRON-JSON " + json.dumps(out))
 """
 
 
+@pytest.mark.slow  # runs Megatron-LM core in a subprocess: see tests/conftest.py
 def test_megatron_core_reads_what_we_wrote(tmp_path):
     python = megatron_python()
     if python is None:

@@ -18,6 +18,8 @@ from runner_support import (PYTHON, ROOT, assert_no_processes_left, describe, fl
 
 from runners import slurm
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 JOB_TIMEOUT = 480
 
 

@@ -17,6 +17,8 @@ from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import local_spark
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 SECRET = "pw-livy-Kx93-never-written"
 
 

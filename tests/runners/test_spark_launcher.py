@@ -18,6 +18,8 @@ from dataio import lock as output_lock
 from runners import config as rc
 from runners import sdk_boot, spark, spark_jar
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 SECRET = "pw-Zq81-never-written"
 
 
