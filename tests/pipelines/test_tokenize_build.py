@@ -1,0 +1,78 @@
+"""The tokenize job's wiring (pipelines/tokenize.py ``build``) in a TestPipeline, and its one
+DoFn, _FinishFn (the last step of runs whose driver does not wait: runners/spark.py), driven
+directly. The job is planned by the driver code itself (``tokenize.plan``) on a small JSONL
+written here, with Megatron's NullTokenizer ("1 2 3" -> ids 1, 2, 3), so nothing is trained.
+Whole runs through ``tokenize.run`` are the slow tier's (tests/test_tokenize.py)."""
+
+import dataclasses
+import json
+import os
+
+import apache_beam as beam
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from dataio import sink
+from pipelines import options as opts
+from pipelines import tokenize
+
+RUN = "run-unit"
+
+
+@pytest.fixture
+def job(tmp_path, write_jsonl):
+    write_jsonl("in/a.jsonl", [{"text": "1 2 3"}, {"text": "not numbers"}, {"text": "4"}])
+    write_jsonl("in/b.jsonl", [{"text": "5 6"}])
+    argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+            "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--append-eod",
+            "--log-interval", "0"]
+    planned = tokenize.plan(opts.parse(argv))
+    planned.run_id = RUN
+    return planned, argv
+
+
+def test_build_writes_every_planned_shard_the_bad_records_and_finishes(job, make_pipeline):
+    job, argv = job
+    out = job.output
+    with make_pipeline() as p:
+        results = tokenize.build(p, job, finish_argv=argv)
+        assert_that(results | beam.Map(lambda r: (r.shard, r.name, r.failed)), equal_to([
+            ("a_text_document", "a_text_document_dc=2_sc=2_tc=6", None),
+            ("b_text_document", "b_text_document_dc=1_sc=1_tc=3", None)]))
+    errors = [json.loads(x) for x in open(os.path.join(out, "_errors", "a.jsonl"))]
+    assert [(e["line"], e["reason"][:25]) for e in errors] == [(2, "the tokenizer failed on k")]
+    meta = json.loads(open(os.path.join(out, "metadata.json")).read())  # written by _FinishFn
+    assert meta["totals"] == {"shards": 2, "documents": 3, "sequences": 3, "tokens": 9}
+    assert meta["run_id"] == RUN
+    assert not os.path.exists(sink.temporary_dir(out, RUN))  # the run's parts are gone
+
+
+def test_build_skips_what_the_plan_skips(job, make_pipeline):
+    job, argv = job
+    job = dataclasses.replace(job, shards=[dataclasses.replace(s, skip=s.stem == "a")
+                                           for s in job.shards])
+    with make_pipeline() as p:
+        results = tokenize.build(p, job)
+        assert_that(results | beam.Map(lambda r: r.shard), equal_to(["b_text_document"]))
+    assert sink.read_commit_record(job.output, "a_text_document") is None
+
+
+def test_finish_fn_holds_no_options_ships_without_secrets_and_finishes(job, azure_storage_plan,
+                                                                      ship, monkeypatch):
+    from dataio import azure
+
+    job, argv = job
+    fn = tokenize._FinishFn(dataclasses.replace(job, options=None), argv, started="t0",
+                            storage=azure_storage_plan)
+    assert fn._job.options is None  # the options (flags, runner settings) stay on the driver
+    worker = ship(fn)
+    adopted = []
+    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    worker.setup()
+    assert adopted == [azure_storage_plan]
+    os.makedirs(sink.temporary_dir(job.output, RUN), exist_ok=True)
+    assert list(worker.process(2, errors_written=[])) == []
+    meta = json.loads(open(os.path.join(job.output, "metadata.json")).read())
+    assert meta["started"] == "t0" and [s["status"] for s in meta["shards"]] == ["failed"] * 2
+    assert not os.path.exists(sink.temporary_dir(job.output, RUN))
+    worker.process(2, errors_written=[])  # idempotent: a retried bundle finishes again

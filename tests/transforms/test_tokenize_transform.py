@@ -1,0 +1,150 @@
+"""TokenizeDocuments on its own (transforms/tokenize.py): document batches written here go
+through a TestPipeline; token batches come out on ``tokens``, documents the tokenizer raised on on
+``errors``. Its DoFn: the tokenizer is loaded once in setup, not shipped, and no secret travels.
+
+(The pure parts, assemble and holdout_mask, are in test_tokenize_units.py. The file is not called
+test_tokenize.py: pytest's default import mode needs unique basenames, and tests/test_tokenize.py
+is the job's end-to-end test.)"""
+
+import apache_beam as beam
+import numpy as np
+import pytest
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms import tokenize as tz
+from transforms.documents import ERRORS_TAG, DocumentBatch
+from transforms.tokenizer import TokenizerSpec
+
+NULL = TokenizerSpec(kind="NullTokenizer", vocab_size=1000)  # "1 2 3" -> [1, 2, 3]; EOD 1000
+EOD = 1000
+
+
+def doc_batch(texts, *, stem="web", item=0, batch=0, ids=None, path="/in/web.jsonl"):
+    """A DocumentBatch as ReadDocuments yields it; ``texts``: {key: [value per document]}."""
+    n = len(next(iter(texts.values())))
+    return DocumentBatch(stem, item, batch, {k: list(v) for k, v in texts.items()},
+                         list(ids) if ids else [None] * n, 10 * n, path,
+                         list(range(1, n + 1)), [10 * i for i in range(n)])
+
+
+def view(tb: tz.TokenBatch):
+    return (tb.shard, tb.item, tb.batch, tb.tokens.tolist(), tb.sequence_lengths.tolist(),
+            tb.sequences_per_document.tolist(), tb.num_bytes)
+
+
+def config(*keys, **kwargs):
+    return tz.TokenizeConfig(keys=keys or ("text",), log_interval=0, **kwargs)
+
+
+def test_documents_become_token_batches_per_key_with_eod(make_pipeline):
+    batches = [doc_batch({"text": ["1 2 3", ["4", "5 6"]], "title": ["7", "8"]}),
+               doc_batch({"text": ["9"], "title": ["10 11"]}, item=2, batch=5)]
+    with make_pipeline() as p:
+        out = (p | beam.Create(batches)
+               | tz.TokenizeDocuments(NULL, config("text", "title", append_eod=True)))
+        assert_that(out["tokens"] | beam.Map(view), equal_to([
+            ("web_text_document", 0, 0, [1, 2, 3, EOD, 4, 5, 6, EOD], [4, 1, 3], [1, 2], 20),
+            ("web_title_document", 0, 0, [7, EOD, 8, EOD], [2, 2], [1, 1], 20),
+            ("web_text_document", 2, 5, [9, EOD], [2], [1], 10),
+            ("web_title_document", 2, 5, [10, 11, EOD], [3], [1], 10)]), label="Tokens")
+        assert_that(out[ERRORS_TAG], equal_to([]), label="Errors")
+
+
+def test_documents_the_tokenizer_raises_on_are_bad_records_left_out_of_every_key(make_pipeline):
+    batch = doc_batch({"text": ["1", "2", "3"], "title": ["4", "not a number", "6"]})
+    with make_pipeline() as p:
+        out = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config("text", "title"))
+        assert_that(out["tokens"] | beam.Map(lambda tb: (tb.shard, tb.tokens.tolist())),
+                    equal_to([("web_text_document", [1, 3]), ("web_title_document", [4, 6])]),
+                    label="Tokens")
+        assert_that(out[ERRORS_TAG] | beam.Map(
+            lambda e: (e[0], e[1].file, e[1].line, e[1].offset, e[1].snippet,
+                       e[1].reason.startswith("the tokenizer failed on key 'title' (ValueError"))),
+            equal_to([("web", "/in/web.jsonl", 2, 10, '"not a number"', True)]), label="Errors")
+
+
+def test_empty_documents_are_kept_or_skipped(make_pipeline):
+    batch = doc_batch({"text": ["1", [], "2"]})  # a document with no sequence
+    with make_pipeline() as p:
+        kept = p | "Keep" >> beam.Create([batch]) | "Kept" >> tz.TokenizeDocuments(
+            NULL, config(append_eod=True))
+        skipped = p | "Skip" >> beam.Create([batch]) | "Skipped" >> tz.TokenizeDocuments(
+            NULL, config(append_eod=True, skip_empty=True))
+        assert_that(kept["tokens"] | "K" >> beam.Map(view), equal_to([
+            ("web_text_document", 0, 0, [1, EOD, 2, EOD], [2, 2], [1, 0, 1], 30)]), label="Kept")
+        assert_that(skipped["tokens"] | "S" >> beam.Map(view), equal_to([
+            ("web_text_document", 0, 0, [1, EOD, 2, EOD], [2, 2], [1, 1], 30)]), label="Skipped")
+
+
+def test_holdout_documents_go_to_the_holdout_shard(make_pipeline):
+    ids = [f"doc-{i}" for i in range(40)]
+    texts = [str(i) for i in range(40)]
+    held = tz.holdout_mask(ids, texts, 0.3)
+    assert 0 < held.sum() < 40
+    with make_pipeline() as p:
+        out = (p | beam.Create([doc_batch({"text": texts}, ids=ids)])
+               | tz.TokenizeDocuments(NULL, config(holdout_fraction=0.3)))
+        assert_that(out["tokens"] | beam.Map(lambda tb: (tb.shard, tb.tokens.tolist(),
+                                                          tb.num_bytes)), equal_to([
+            ("holdout/web_text_document", [i for i in range(40) if held[i]], 0),
+            ("web_text_document", [i for i in range(40) if not held[i]], 400)]))
+
+
+def test_on_bad_record_fail_stops_with_file_and_line(make_pipeline):
+    batch = doc_batch({"text": ["1", "x"]})
+    with pytest.raises(Exception, match=r"/in/web.jsonl:2: the tokenizer failed"):
+        with make_pipeline() as p:
+            _ = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config(),
+                                                                on_bad_record="fail")
+
+
+def test_a_trained_tokenizer_gives_its_own_ids(hf_tokenizer, hf_encode, make_pipeline):
+    tok, encode, eod = hf_encode
+    texts = ["Hello, world!", "", "caf\u00e9 \U0001F600 \u4e2d\u6587", "  spaces  \n\tand tabs"]
+    spec = TokenizerSpec(kind="HuggingFaceTokenizer", model=hf_tokenizer)
+    expected = [i for t in texts if encode(t) for i in encode(t) + [eod]]
+    with make_pipeline() as p:
+        out = (p | beam.Create([doc_batch({"text": texts})])
+               | tz.TokenizeDocuments(spec, config(append_eod=True)))
+        assert_that(out["tokens"] | beam.Map(lambda tb: (tb.tokens.tolist(),
+                                                          tb.sequences_per_document.tolist())),
+                    equal_to([(expected, [1, 0, 1, 1])]))
+
+
+def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
+        azure_storage_plan, ship, monkeypatch):
+    from dataio import azure
+
+    loads, adopted = [], []
+    real_load = tz.load_tokenizer
+    monkeypatch.setattr(tz, "load_tokenizer", lambda spec: loads.append(spec) or real_load(spec))
+    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    fn = tz.TokenizeDocuments(NULL, config(append_eod=True), storage=azure_storage_plan)._fn
+    assert set(vars(fn)) == {"_spec", "_config", "_storage", "_on_bad_record"}  # no tokenizer
+    worker = ship(fn)
+    assert loads == [] and adopted == []
+    worker.setup()
+    assert loads == [NULL] and adopted == [azure_storage_plan]
+    assert worker._eod == EOD
+    for i in range(3):
+        out = list(worker.process(doc_batch({"text": [str(i)]}, batch=i)))
+        assert [tb.tokens.tolist() for tb in out] == [[i, EOD]]
+    assert len(loads) == 1  # once per DoFn instance, not per batch
+    assert worker._docs == 3 and worker._tokens == 6  # what it counts for the progress line
+
+
+def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path, make_pipeline):
+    # Ranges that do not start at byte 0 carry no line numbers; a report resolves it.
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"text": "1"}\n{"text": "2"}\n{"text": "x"}\n')
+    batch = DocumentBatch("r", 1, 0, {"text": ["2", "x"]}, [None, None], 20, str(path),
+                          [None, None], [14, 28])
+    with make_pipeline() as p:
+        out = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config())
+        assert_that(out[ERRORS_TAG] | beam.Map(lambda e: (e[1].line, e[1].offset)),
+                    equal_to([(3, 28)]))
+
+
+def test_token_batch_order_and_counts():
+    tb = tz.TokenBatch("s", 3, 4, np.array([1, 2, 3]), np.array([2, 1]), np.array([1, 0, 1]), 9)
+    assert tb.order == (3, 4) and tb.documents == 3  # what the sink orders and counts by
