@@ -66,6 +66,15 @@ def shard_bytes(folder: str) -> dict:
     return out
 
 
+def check_and_clear(out: str, reference: dict | None, name: str) -> dict:
+    """The shards in ``out`` (removed afterwards), which must equal ``reference`` when given."""
+    got = shard_bytes(out)
+    if reference is not None and got != reference:
+        raise RuntimeError(f"{name}: output differs from the DirectRunner's")
+    shutil.rmtree(out)
+    return got
+
+
 def parse_summary(text: str) -> tuple[float, int]:
     seconds = float(re.search(r"^\s*seconds\s+([\d.]+)", text, re.M).group(1))
     tokens = int(re.search(r"^\s*tokens\s+([\d,]+)", text, re.M).group(1).replace(",", ""))
@@ -132,12 +141,7 @@ def main(argv=None) -> int:
                     out = os.path.join(scratch, f"out-{len(results.get(name, []))}-{rep}-"
                                                 f"{name.split()[0]}-{name.split()[-1]}")
                     results.setdefault(name, []).append(fn(job_args(corpus, tokenizer, out)))
-                    got = shard_bytes(out)
-                    if reference is None:
-                        reference = got
-                    elif got != reference:
-                        raise RuntimeError(f"{name}: output differs from the DirectRunner's")
-                    shutil.rmtree(out)
+                    reference = check_and_clear(out, reference, name)
                     print(f"  repeat {rep + 1}: {name}: {results[name][-1][0]:.1f} s", flush=True)
         ref_wall = statistics.median(r[0] for r in results["direct (ref)"])
         print()

@@ -55,10 +55,9 @@ import logging
 import os
 import re
 import threading
-import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
-from urllib.parse import parse_qsl, quote, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from dataio import redact as redactor
 

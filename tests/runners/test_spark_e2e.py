@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -42,7 +43,7 @@ def spark_cluster(tmp_path_factory):
     cluster.stop()
 
 
-def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra):
+def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True):
     staging = os.path.join(cluster.shared_dir, "staging")
     sets = {"staging_dir": staging, "python_env": os.path.dirname(os.path.dirname(PYTHON)),
             "num_executors": 1, "executor_cores": 2, "executor_memory": "1g",
@@ -52,8 +53,8 @@ def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra):
     else:
         sets["master"] = cluster.master_url
         sets["spark_home"] = cluster.spark_home
-    argv = [PYTHON, "-m", "runners.spark", "submit", "--config", config, "--wait",
-            "--work-dir", os.path.join(cluster.shared_dir, "work")]
+    argv = [PYTHON, "-m", "runners.spark", "submit", "--config", config,
+            *(["--wait"] if wait else []), "--work-dir", os.path.join(cluster.shared_dir, "work")]
     for key, value in sets.items():
         argv += ["--set", f"{key}={value}"]
     argv += ["--", *tokenize_args(corpus_dir, tokenizer, out), *extra]
@@ -92,6 +93,88 @@ def test_spark_submit_on_the_standalone_cluster(spark_cluster, direct_output, co
     proc = _submit(spark_cluster, "runners/spark.yaml", out, corpus_dir, hf_tokenizer)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert shards(out) == shards(direct_output)
+
+
+def _errors(folder) -> dict:
+    root = os.path.join(folder, "_errors")
+    return {n: open(os.path.join(root, n), "rb").read() for n in sorted(os.listdir(root))}
+
+
+def _livy(cluster, *argv, timeout=300):
+    cmd = [PYTHON, "-m", "runners.spark", *argv[:1], "--config", "runners/spark_hdinsight.yaml",
+           "--set", f"livy_url={cluster.livy_url}", "--set", "poll_interval=1", *argv[1:]]
+    env = {**cluster.env(), "HDINSIGHT_USERNAME": "admin", "HDINSIGHT_PASSWORD": SECRET}
+    return cluster.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+def test_cancel_mid_run_then_resubmit(spark_cluster, corpus_dir, hf_tokenizer, tmp_path):
+    """Sentence level, int32 ids, a bad record, twelve input files of which three were committed
+    by an earlier run: the batch is cancelled (Livy DELETE) while it tokenizes, the same command
+    resubmitted takes over the cancelled batch's hold, skips the committed shards, and the output
+    equals a clean DirectRunner run's, errors file included."""
+    corpus = os.path.join(spark_cluster.shared_dir, "corpus-cancel")
+    os.makedirs(corpus)
+    sources = sorted(os.listdir(corpus_dir))
+
+    def add_inputs(numbers):
+        for k in numbers:
+            data = open(os.path.join(corpus_dir, sources[k % len(sources)]), "rb").read() * 4
+            if k == 7:
+                data += b'{"text": "a record cut short\\n'
+            with open(os.path.join(corpus, f"part{k:02d}.jsonl"), "wb") as f:
+                f.write(data)
+
+    def direct(out):
+        proc = subprocess.run([PYTHON, "-m", "pipelines.tokenize", "--runner=DirectRunner",
+                               *tokenize_args(corpus, hf_tokenizer, out), *extra],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    extra = ["--split-sentences", "--dtype", "int32", "--log-interval", "0"]
+    # An earlier run committed the shards of the three files there were then.
+    out = os.path.join(spark_cluster.shared_dir, "out-cancel")
+    add_inputs(range(3))
+    direct(out)
+    assert len(shards(out)) == 6
+    add_inputs(range(3, 12))
+    clean = tmp_path / "clean"
+    direct(clean)
+    assert len(shards(clean)) == 24 and _errors(clean)
+
+    proc = _submit(spark_cluster, "runners/spark_hdinsight.yaml", out, corpus, hf_tokenizer,
+                   *extra, wait=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    batch = re.search(r"submitted batch (\S+) to", proc.stdout).group(1)
+    run_dirs = os.path.join(out, "_temporary")
+    deadline = time.monotonic() + 600
+    # {run id}/{shard}/{item}-{batch}.bin: the executors are writing token parts
+    while not any(name.endswith(".bin") for _base, _dirs, files in os.walk(run_dirs)
+                  for name in files):
+        assert time.monotonic() < deadline, _livy(spark_cluster, "status", batch).stdout
+        assert not os.path.exists(os.path.join(out, "_commits", "part11_text_sentence.json")), \
+            "the batch finished before it was cancelled"
+        time.sleep(0.05)
+    cancelled = _livy(spark_cluster, "cancel", batch)
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    assert "killed" in cancelled.stdout or "dead" in cancelled.stdout, cancelled.stdout
+    meta = json.loads(open(os.path.join(out, "metadata.json")).read())
+    assert all(s["input"].rsplit("/", 1)[-1] < "part03" for s in meta["shards"]), \
+        "the batch finished before it was cancelled"
+    for name, data in shards(out).items():   # whatever is final-named is complete and right
+        assert data == shards(clean)[name], name
+    committed = sorted(n.split("_text_")[0] for n in os.listdir(os.path.join(out, "_commits")))
+    assert committed[:3] == ["part00", "part01", "part02"], committed
+
+    again = _submit(spark_cluster, "runners/spark_hdinsight.yaml", out, corpus, hf_tokenizer,
+                    *extra)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-5000:]
+    assert "has ended; removing its temporaries" in again.stderr
+    skipped = [line.split()[1].split("_text_")[0] for line in again.stdout.splitlines()
+               if line.startswith("skip ")]
+    assert skipped == committed   # the committed shards, and only those, are skipped
+    assert shards(out) == shards(clean)
+    assert _errors(out) == _errors(clean)
+    assert not os.path.exists(run_dirs)
 
 
 def test_relative_paths_are_refused_before_anything_is_built(tmp_path, corpus_dir, hf_tokenizer):
