@@ -123,6 +123,7 @@ def test_tokenize_job_identical_to_megatron(tmp_path, family, name, stored, flag
     print(f"{family}/{name}: backend {backend}")
 
 
+@pytest.mark.slow  # whole tokenize jobs
 @pytest.mark.parametrize("flags, message", [
     (["--tokenizer-type", "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json",
       "--tiktoken-pattern", "v2"], "TikTokenizer needs --vocab-size"),
@@ -155,6 +156,7 @@ def test_bad_tokenizer_configuration_is_one_line_and_status_2(tmp_path, capsys, 
     assert not (tmp_path / "out").exists()  # refused before anything is written
 
 
+@pytest.mark.slow  # whole tokenize jobs
 @pytest.mark.parametrize("tokenizer, expected", [("tokenizer", "megatron"),
                                                  ("tokenizer_bos", "megatron_bos_include_special")])
 def test_hf_legacy_tokenizer(tmp_path, tokenizer, expected):

@@ -85,6 +85,7 @@ def test_cutting_a_unigram_text_changes_ids_far_from_the_cut(document):
     assert max(min(abs(d - b) for b in boundaries) for d in diffs) > 1000
 
 
+@pytest.mark.slow  # ends with a whole tokenize job
 def test_huge_sentencepiece_unigram_document_equals_whole(document, tmp_path, monkeypatch):
     import sentencepiece
 
