@@ -90,13 +90,17 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
     assert left == []  # every part removed once its shard is committed
 
 
-def test_write_shards_failed_input_gets_a_failure_record_and_no_files(tmp_path, make_pipeline):
+def test_write_shards_failed_input_gets_a_failure_record_and_unplanned_shards_nothing(
+        tmp_path, make_pipeline):
+    # x: its input failed to read; z: not planned (committed earlier, this run skips it)
     out = str(tmp_path / "out")
     with make_pipeline() as p:
-        planned = p | "Planned" >> beam.Create([("x_text_document", "fp"), ("y_text_document", "fp")])
+        planned = p | "Planned" >> beam.Create([("x_text_document", "fp"),
+                                                  ("y_text_document", "fp")])
         failed = p | "Failed" >> beam.Create([("x_text_document", "x.jsonl.gz: corrupt")])
         batches = p | "Batches" >> beam.Create([token_batch("x_text_document", 0, 0, DOCS_A),
-                                                token_batch("y_text_document", 0, 0, DOCS_B)])
+                                                token_batch("y_text_document", 0, 0, DOCS_B),
+                                                token_batch("z_text_document", 0, 0, DOCS_B)])
         results = batches | sink.WriteShards(out, dtype="uint16", planned=planned, failed=failed,
                                              run_id=RUN)
         assert_that(results | beam.Map(lambda r: (r.shard, r.name, r.failed)), equal_to([
@@ -104,24 +108,10 @@ def test_write_shards_failed_input_gets_a_failure_record_and_no_files(tmp_path, 
             ("y_text_document", "y_text_document_dc=1_sc=1_tc=1", None)]))
     failure = json.loads(open(sink.failure_record_path(out, "x_text_document")).read())
     assert (failure["shard"], failure["reason"]) == ("x_text_document", "x.jsonl.gz: corrupt")
-    assert sink.read_commit_record(out, "x_text_document") is None
-    assert not [n for n in os.listdir(out) if n.startswith("x_")]
+    for shard in ("x_text_document", "z_text_document"):
+        assert sink.read_commit_record(out, shard) is None
+        assert not [n for n in os.listdir(out) if n.startswith(shard[0] + "_")]
     assert not os.path.exists(os.path.join(sink.temporary_dir(out, RUN), "x_text_document"))
-
-
-def test_write_shards_leaves_out_batches_of_unplanned_shards(tmp_path, make_pipeline):
-    # A shard this run skips (committed earlier) is not planned: nothing of it is written.
-    out = str(tmp_path / "out")
-    with make_pipeline() as p:
-        planned = p | "Planned" >> beam.Create([("a_text_document", "fp")])
-        failed = p | "Failed" >> beam.Create([])
-        batches = p | "Batches" >> beam.Create([token_batch("a_text_document", 0, 0, DOCS_B),
-                                                token_batch("z_text_document", 0, 0, DOCS_B)])
-        results = batches | sink.WriteShards(out, dtype="uint16", planned=planned, failed=failed,
-                                             run_id=RUN)
-        assert_that(results | beam.Map(lambda r: r.shard), equal_to(["a_text_document"]))
-    assert sink.read_commit_record(out, "z_text_document") is None
-    assert not [n for n in os.listdir(out) if n.startswith("z_")]
 
 
 # --- WriteErrors in a pipeline -------------------------------------------------------------------
@@ -183,15 +173,6 @@ def test_sum_counts_of_nothing_is_zero():
         sink.ShardCounts()
 
 
-def test_sum_counts_per_key_in_a_pipeline(make_pipeline):
-    with make_pipeline() as p:
-        totals = (p | beam.Create([("a", sink.ShardCounts(1, 2, 3, 4)), ("b", sink.ShardCounts()),
-                                   ("a", sink.ShardCounts(10, 20, 30, 40))])
-                  | beam.CombinePerKey(sink.SumCountsFn()))
-        assert_that(totals, equal_to([("a", sink.ShardCounts(11, 22, 33, 44)),
-                                      ("b", sink.ShardCounts())]))
-
-
 # --- the part writer -----------------------------------------------------------------------------
 
 def test_part_names_are_deterministic_so_a_retry_overwrites_its_own_part(tmp_path):
@@ -210,10 +191,9 @@ def test_part_names_are_deterministic_so_a_retry_overwrites_its_own_part(tmp_pat
 
 
 def test_runs_keep_their_parts_apart(tmp_path):
-    one, _ = write_parts(tmp_path, "a_text_document", [token_batch("a_text_document", 0, 0, DOCS_A)],
-                         run_id="one")
-    two, _ = write_parts(tmp_path, "a_text_document", [token_batch("a_text_document", 0, 0, DOCS_B)],
-                         run_id="two")
+    shard = "a_text_document"
+    one, _ = write_parts(tmp_path, shard, [token_batch(shard, 0, 0, DOCS_A)], run_id="one")
+    two, _ = write_parts(tmp_path, shard, [token_batch(shard, 0, 0, DOCS_B)], run_id="two")
     assert one[0].prefix != two[0].prefix
     assert read_documents(one[0].prefix) == DOCS_A and read_documents(two[0].prefix) == DOCS_B
 
@@ -225,7 +205,8 @@ NAME = "a_text_document_dc=5_sc=6_tc=10"
 
 
 def _parts(out):
-    return write_parts(out, SHARD, [token_batch(SHARD, 1, 0, DOCS_C), token_batch(SHARD, 0, 0, DOCS_A),
+    return write_parts(out, SHARD, [token_batch(SHARD, 1, 0, DOCS_C),
+                                    token_batch(SHARD, 0, 0, DOCS_A),
                                     token_batch(SHARD, 0, 1, DOCS_B)])
 
 
@@ -351,6 +332,6 @@ def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
 
     monkeypatch.setattr(azure, "configure_worker",
                         lambda plan=None: pytest.fail("configure_worker called without storage"))
-    for fn in (sink._WritePartFn(str(tmp_path), "uint16"), sink._FinalizeShardFn(str(tmp_path), "uint16"),
-               sink._WriteErrorsFn(str(tmp_path))):
+    for fn in (sink._WritePartFn(str(tmp_path), "uint16"),
+               sink._FinalizeShardFn(str(tmp_path), "uint16"), sink._WriteErrorsFn(str(tmp_path))):
         fn.setup()

@@ -47,16 +47,6 @@ def test_build_writes_every_planned_shard_the_bad_records_and_finishes(job, make
     assert not os.path.exists(sink.temporary_dir(out, RUN))  # the run's parts are gone
 
 
-def test_build_skips_what_the_plan_skips(job, make_pipeline):
-    job, argv = job
-    job = dataclasses.replace(job, shards=[dataclasses.replace(s, skip=s.stem == "a")
-                                           for s in job.shards])
-    with make_pipeline() as p:
-        results = tokenize.build(p, job)
-        assert_that(results | beam.Map(lambda r: r.shard), equal_to(["b_text_document"]))
-    assert sink.read_commit_record(job.output, "a_text_document") is None
-
-
 def test_finish_fn_holds_no_options_ships_without_secrets_and_finishes(job, azure_storage_plan,
                                                                       ship, monkeypatch):
     from dataio import azure

@@ -37,10 +37,13 @@ LINES = [b'{"id": 1, "text": "first"}', b"{not json", b'{"id": 2, "text": ["s1",
 OFFSETS = [sum(len(x) + 1 for x in LINES[:i]) for i in range(len(LINES))]
 
 
-def test_documents_in_batches_with_their_lines_and_bad_records_tagged(write_jsonl, make_pipeline):
+def test_documents_in_batches_bad_records_and_unreadable_files_tagged(tmp_path, write_jsonl,
+                                                                     make_pipeline):
     path = write_jsonl("web.jsonl", LINES)
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(gzip.compress(b'{"text": "lost"}\n' * 50)[:40])  # truncated
     with make_pipeline() as p:
-        out = (p | beam.Create([item_of(path)])
+        out = (p | beam.Create([item_of(path), item_of(str(broken))])
                | docs.ReadDocuments(["text"], id_key="id", max_docs=2))
         assert_that(out["documents"] | "Batches" >> beam.Map(batch_view), equal_to([
             ("web", 0, 0, ("first", ("s1", "s2")), ("1", "2"), len(LINES[0]) + len(LINES[2]) + 2,
@@ -52,7 +55,9 @@ def test_documents_in_batches_with_their_lines_and_bad_records_tagged(write_json
             ("web", docs.BadRecordReport(path, 4, OFFSETS[3], "blank line", "")),
             ("web", docs.BadRecordReport(path, 6, OFFSETS[5], reason_of(LINES[5]),
                                          LINES[5].decode()))]), label="Errors")
-        assert_that(out[docs.FAILED_TAG], equal_to([]), label="Failed")
+        # the whole file fails (its shard gets a failure record); the other file is unaffected
+        assert_that(out[docs.FAILED_TAG] | beam.Map(lambda f: (f.stem, str(broken) in f.reason)),
+                    equal_to([("broken", True)]), label="Failed")
 
 
 def test_byte_ranges_of_one_file_give_every_document_once(write_jsonl, make_pipeline):
@@ -63,27 +68,14 @@ def test_byte_ranges_of_one_file_give_every_document_once(write_jsonl, make_pipe
     assert len(items) > 2
     with make_pipeline() as p:
         out = p | beam.Create(items) | docs.ReadDocuments(["text"], max_docs=3)
-        texts = out["documents"] | beam.FlatMap(lambda b: [(b.item, b.batch, t) for t in b.texts["text"]])
+        texts = out["documents"] | beam.FlatMap(
+            lambda b: [(b.item, b.batch, t) for t in b.texts["text"]])
         assert_that(texts | beam.Map(lambda x: x[2]),
                     equal_to([r["text"] for r in records]), label="EachOnce")
         # documents keep input order by (item, batch): the order key the sink commits in
         assert_that(texts | beam.combiners.ToList() | beam.Map(
             lambda xs: [t for _, _, t in sorted(xs, key=lambda x: x[:2])]),
             equal_to([[r["text"] for r in records]]), label="InOrder")
-
-
-def test_an_unreadable_file_goes_to_failed_and_others_still_read(tmp_path, write_jsonl,
-                                                                 make_pipeline):
-    good = write_jsonl("good.jsonl", [{"text": "fine"}])
-    broken = tmp_path / "broken.jsonl.gz"
-    broken.write_bytes(gzip.compress(b'{"text": "lost"}\n' * 50)[:40])  # truncated
-    with make_pipeline() as p:
-        out = (p | beam.Create([item_of(good), item_of(str(broken))])
-               | docs.ReadDocuments(["text"]))
-        assert_that(out["documents"] | beam.Map(lambda b: (b.stem, b.texts["text"])),
-                    equal_to([("good", ["fine"])]), label="Documents")
-        assert_that(out[docs.FAILED_TAG] | beam.Map(lambda f: (f.stem, str(broken) in f.reason)),
-                    equal_to([("broken", True)]), label="Failed")
 
 
 def test_parquet_rows_with_a_null_text_are_bad_records(tmp_path, make_pipeline):

@@ -133,16 +133,16 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     assert worker._docs == 3 and worker._tokens == 6  # what it counts for the progress line
 
 
-def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path, make_pipeline):
+def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path):
     # Ranges that do not start at byte 0 carry no line numbers; a report resolves it.
     path = tmp_path / "r.jsonl"
     path.write_bytes(b'{"text": "1"}\n{"text": "2"}\n{"text": "x"}\n')
     batch = DocumentBatch("r", 1, 0, {"text": ["2", "x"]}, [None, None], 20, str(path),
                           [None, None], [14, 28])
-    with make_pipeline() as p:
-        out = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config())
-        assert_that(out[ERRORS_TAG] | beam.Map(lambda e: (e[1].line, e[1].offset)),
-                    equal_to([(3, 28)]))
+    fn = tz._TokenizeFn(NULL, config())  # driven directly: the same DoFn the transform runs
+    fn.setup()
+    errors = [o.value for o in fn.process(batch) if isinstance(o, beam.pvalue.TaggedOutput)]
+    assert [(stem, r.line, r.offset) for stem, r in errors] == [("r", 3, 28)]
 
 
 def test_token_batch_order_and_counts():
