@@ -22,6 +22,7 @@ import hashlib
 import mmap
 import os
 import tempfile
+import threading
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -131,6 +132,37 @@ def glob(pattern: str) -> list[str]:
         return sorted(azure.url_like(pattern, p) for p in fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
     return sorted(f"{protocol}://{p}" for p in fs.glob(inner))
+
+
+def glob_details(pattern: str) -> dict[str, dict[str, Any]]:
+    """:func:`glob` with each match's details (``size``, ``etag``, ``last_modified``, ...) as
+    the listing gives them, where they are exactly what ``fs.info`` says of the same file.
+
+    Azure: the listing's pages (5,000 blobs a request) carry them, and adlfs builds listing
+    entries and ``info`` with one function, so planning 10,000 inputs costs 2 requests instead
+    of 10,000. Elsewhere the names only (empty details), and callers ask each file: a local
+    listing would stat every entry anyway and fail on one dangling link, and other fsspec
+    filesystems do not promise the same fields (the in-memory one gives ``created`` as a number
+    in listings and as a datetime from ``info``, which would change resume keys)."""
+    fs, inner = filesystem_and_path(pattern)
+    if _azure(pattern) is None:
+        return {p: {} for p in glob(pattern)}
+    found = fs.glob(inner, detail=True)
+    return {url_of(pattern, p): dict(found[p]) for p in sorted(found)}
+
+
+def files_under(folder: str) -> set[str]:
+    """Paths, relative to ``folder`` and with ``/`` separators, of every file below it, from
+    one recursive listing (on object stores a few requests for thousands of blobs; empty when
+    the folder is absent). For checking many names at once instead of one ``exists`` each."""
+    fs, inner = filesystem_and_path(folder)
+    base = inner.rstrip("/") + "/"
+    try:
+        found = fs.find(inner)
+    except FileNotFoundError:
+        return set()
+    return {p[len(base):].replace(os.sep, "/") if is_local(folder) else p[len(base):]
+            for p in found if p.startswith(base)}
 
 
 def url_of(base: str, inner: str) -> str:
@@ -387,5 +419,20 @@ def content_hashes(paths: list[str]) -> dict[str, str | None]:
 
     if not paths:
         return {}
-    with ThreadPoolExecutor(max_workers=min(8, len(paths), max(2, os.cpu_count() or 1))) as pool:
-        return dict(zip(paths, pool.map(one, paths)))
+    # Each thread takes the next path when it is done (not one future per path: 10,000 small
+    # inputs cost more in futures than in hashing).
+    todo, lock, hashes = iter(paths), threading.Lock(), {}
+
+    def work() -> None:
+        while True:
+            with lock:
+                path = next(todo, None)
+            if path is None:
+                return
+            hashes[path] = one(path)
+
+    threads = min(8, len(paths), max(2, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for done in [pool.submit(work) for _ in range(threads)]:
+            done.result()
+    return {p: hashes[p] for p in paths}

@@ -23,6 +23,7 @@ only done when a record of that range is reported as bad.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import glob as globlib
 import gzip
 import os
@@ -35,6 +36,7 @@ from dataio import fs as fsutil
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
 PARQUET_SUFFIXES = (".parquet",)
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
+_LONGEST_SUFFIX_FIRST = tuple(sorted(SUPPORTED_SUFFIXES, key=len, reverse=True))
 _BLOCK = 8 << 20
 
 
@@ -53,11 +55,12 @@ class InputFile:
     version: str  # mtime (local) or etag (object stores): part of the resume key
     error: str = ""  # why discovery could not read the file; its shards fail with this reason
 
-    @property
+    # Cached: planning asks each file's stem several times per shard (10,000 inputs: 60,000).
+    @functools.cached_property
     def stem(self) -> str:
         return file_stem(self.path)
 
-    @property
+    @functools.cached_property
     def format(self) -> str:
         return file_format(self.path)
 
@@ -98,8 +101,9 @@ def file_format(path: str) -> str:
 
 def file_stem(path: str) -> str:
     name = os.path.basename(path)
-    for suffix in sorted(SUPPORTED_SUFFIXES, key=len, reverse=True):
-        if name.lower().endswith(suffix):
+    lower = name.lower()
+    for suffix in _LONGEST_SUFFIX_FIRST:
+        if lower.endswith(suffix):
             return name[: -len(suffix)]
     return os.path.splitext(name)[0]
 
@@ -120,27 +124,34 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
     ``metadata.json`` it wrote, anything under ``_commits/``, ``_failures/``, ``_errors/`` or
     ``_temporary/``, and the files in ``leave_out`` (the tokenizer's); one line on stderr names
     them. A file whose details cannot be read (a symlink loop, a dangling link, a storage error) is
-    kept with ``error`` set, so that only its shards fail."""
+    kept with ``error`` set, so that only its shards fail.
+
+    Cost: one listing per folder or glob. On object stores the listing's pages carry each
+    blob's size and etag, so no file is asked for its details again (10,000 inputs: a couple of
+    requests, not 10,000); local files are each stat'ed (microseconds)."""
     found: dict[str, InputFile] = {}
     left_out: list[str] = []
     not_inputs = {_location(p) for p in leave_out if p}
+    real_folders: dict[str, str] = {}
     for pattern in patterns:
         fs, inner = fsutil.filesystem_and_path(pattern)
         literal = False
+        details: dict[str, dict] = {}  # what the listing said of each path (object stores)
         if fs.isdir(inner):
-            listed = fsutil.glob(fsutil.join(_escape_glob(pattern), "*"))
-            paths = [p for p in listed if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
+            details = fsutil.glob_details(fsutil.join(_escape_glob(pattern), "*"))
+            paths = [p for p in details if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
         elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
             literal, paths = True, [pattern]  # a link that leads nowhere fails its shards
         elif any(ch in pattern for ch in "*?["):
-            paths = fsutil.glob(pattern)
+            details = fsutil.glob_details(pattern)
+            paths = list(details)
         else:
             raise InputError(f"--input {pattern}: no such file or folder")
         skipped = []
         if not literal:  # a file named on purpose is read even if it looks like one of ours
             kept = []
             for path in paths:
-                why = _not_an_input(path, not_inputs)
+                why = _not_an_input(path, not_inputs, real_folders)
                 if why:
                     skipped.append(f"{path} ({why})")
                 else:
@@ -153,7 +164,8 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
                              + (f"; left out, not inputs: {_listing(skipped)}" if skipped else ""))
         for path in paths:
             file_format(path)
-            found[path] = _input_file(path)
+        for path, input_file in zip(paths, _input_files(paths, details)):
+            found[path] = input_file
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
@@ -172,7 +184,31 @@ def _listing(entries: list[str], shown: int = 5) -> str:
     return ", ".join(entries[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
-def _input_file(path: str) -> InputFile:
+def _input_files(paths: list[str], details: dict[str, dict]) -> list[InputFile]:
+    """:func:`_input_file` of each path: local files one after the other (a stat each), remote
+    files whose listing did not say enough 16 at a time (a request each)."""
+    if all(fsutil.is_local(p) or _input_file_listed(p, details.get(p)) for p in paths):
+        return [_input_file(p, details.get(p)) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return list(pool.map(lambda p: _input_file(p, details.get(p)), paths))
+
+
+def _input_file_listed(path: str, listed: dict | None) -> InputFile | None:
+    """The file as its listing entry describes it, if that names its size and version."""
+    if listed and listed.get("type", "file") == "file" and listed.get("size") is not None \
+            and _version_of(listed) != "unknown":
+        return InputFile(path, int(listed["size"]), _version_of(listed))
+    return None
+
+
+def _input_file(path: str, listed: dict | None = None) -> InputFile:
+    """The file's size and version; from ``listed`` (its entry in a listing) when that names
+    them, so object-store inputs cost no request each."""
+    known = _input_file_listed(path, listed)
+    if known is not None:
+        return known
     fs, inner = fsutil.filesystem_and_path(path)
     try:
         info = fs.info(inner)
@@ -182,11 +218,19 @@ def _input_file(path: str) -> InputFile:
     return InputFile(path, int(info.get("size") or 0), _version_of(info))
 
 
-def _location(path: str) -> str:
-    """One spelling per file, to compare paths: resolved for local paths (symlinks, ``..``)."""
-    if fsutil.is_local(path):
-        return os.path.realpath(path.removeprefix("file://"))
-    return path.rstrip("/")
+def _location(path: str, real_folders: dict[str, str] | None = None) -> str:
+    """One spelling per file, to compare paths: resolved for local paths (symlinks, ``..``).
+    ``real_folders`` caches resolved folders: a listing's files share theirs, and resolving
+    each path whole walks every folder above it again."""
+    if not fsutil.is_local(path):
+        return path.rstrip("/")
+    local = os.path.abspath(path.removeprefix("file://"))
+    if real_folders is None or os.path.islink(local):
+        return os.path.realpath(local)
+    folder, name = os.path.split(local)
+    if folder not in real_folders:
+        real_folders[folder] = os.path.realpath(folder)
+    return os.path.join(real_folders[folder], name)
 
 
 def _escape_glob(path: str) -> str:
@@ -201,13 +245,13 @@ def _escape_glob(path: str) -> str:
 _JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary")
 
 
-def _not_an_input(path: str, not_inputs: set[str]) -> str:
+def _not_an_input(path: str, not_inputs: set[str], real_folders: dict[str, str]) -> str:
     """Why a file a folder or glob matched is not an input ("" when it is one)."""
     parts = path.replace("\\", "/").rstrip("/").split("/")
     for name in _JOB_FOLDERS:
         if name in parts:
             return f"written by tokenbeam under {name}/"
-    if _location(path) in not_inputs:
+    if not_inputs and _location(path, real_folders) in not_inputs:
         return "a tokenizer file"
     if os.path.basename(path) == "metadata.json" and _is_manifest(path):
         return "tokenbeam's metadata.json"
