@@ -38,6 +38,9 @@ PARQUET_SUFFIXES = (".parquet",)
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
 _LONGEST_SUFFIX_FIRST = tuple(sorted(SUPPORTED_SUFFIXES, key=len, reverse=True))
 _BLOCK = 8 << 20
+# A compressed file is one work item, read by one worker from start to end: above this size
+# discovery says so (4 GiB takes one core about 2 minutes at ~37 MB/s in the job).
+WHOLE_FILE_NOTE_BYTES = 4 << 30
 
 
 class InputError(ValueError):
@@ -170,6 +173,7 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
     files = sorted(found.values(), key=lambda f: f.path)
+    _note_whole_files(files)
     stems: dict[str, str] = {}
     for f in files:
         if f.stem in stems:
@@ -177,6 +181,20 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
                              f"{f.stem}_*; rename one or tokenize them in separate --output folders")
         stems[f.stem] = f.path
     return files
+
+
+def _note_whole_files(files: Sequence[InputFile]) -> None:
+    """One line on stderr when compressed inputs are large: each is one worker's work however
+    many workers there are (the job waits for the largest), where a ``.jsonl`` is cut into
+    ``--split-bytes`` ranges and Parquet into row groups."""
+    big = sorted((f for f in files if f.format in ("jsonl.gz", "jsonl.zst")
+                  and f.size > WHOLE_FILE_NOTE_BYTES), key=lambda f: -f.size)
+    if big:
+        print(f"inputs: {len(big)} compressed file(s) above {WHOLE_FILE_NOTE_BYTES >> 30} GiB are "
+              f"each read whole by one worker (largest {big[0].path}, {big[0].size / 1e9:.1f} "
+              "GB): the job lasts at least as long as that file takes one core; split them "
+              "into smaller files, or give .jsonl (read in --split-bytes ranges by several "
+              "workers)", file=sys.stderr, flush=True)
 
 
 def _listing(entries: list[str], shown: int = 5) -> str:

@@ -64,6 +64,21 @@ def test_plan_items_cuts_a_50_gb_jsonl_file_across_workers():
     assert max(i.end - i.start for i in items) == 256 << 20
 
 
+def test_a_large_compressed_input_is_named_as_one_workers_work(tmp_path, monkeypatch, capsys):
+    import zstandard
+
+    for name, size in (("small.jsonl.zst", 10), ("big.jsonl.zst", 4000)):
+        (tmp_path / name).write_bytes(zstandard.compress(os.urandom(size)))
+    (tmp_path / "plain.jsonl").write_bytes(b"x" * 5000)
+    monkeypatch.setattr(readers, "WHOLE_FILE_NOTE_BYTES", 1000)
+    files = readers.discover([str(tmp_path)])
+    note = capsys.readouterr().err
+    assert "1 compressed file(s)" in note and "big.jsonl.zst" in note
+    items = readers.plan_items(files, split_bytes=1000)
+    assert [i.stem for i in items].count("big") == 1  # whole: a stream has no middle to enter
+    assert [i.stem for i in items].count("plain") == 5
+
+
 def test_plan_items_cuts_a_parquet_file_by_row_groups(tmp_path):
     path = str(tmp_path / "big.parquet")
     pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), path, row_group_size=2)
