@@ -21,7 +21,6 @@ Protocol (the same on local disk and object stores):
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import os
@@ -34,32 +33,11 @@ import numpy as np
 from dataio import faults
 from dataio import fs as fsutil
 from dataio import indexed, naming, workers
-from dataio.lock import TEMPORARY_DIR
-
-COMMITS_DIR = "_commits"
-FAILURES_DIR = "_failures"
-ERRORS_DIR = "_errors"
-
-
-@dataclasses.dataclass(frozen=True)
-class PartInfo:
-    order: tuple[int, int]
-    prefix: str
-    documents: int
-    sequences: int
-    tokens: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardCounts:
-    documents: int = 0
-    sequences: int = 0
-    tokens: int = 0
-    num_bytes: int = 0
-
-    def __add__(self, other: "ShardCounts") -> "ShardCounts":
-        return ShardCounts(self.documents + other.documents, self.sequences + other.sequences,
-                           self.tokens + other.tokens, self.num_bytes + other.num_bytes)
+# The records, Beam-free for the planner (dataio/commits.py), are the sink's public names too.
+from dataio.commits import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo,  # noqa: F401
+                            ShardCounts, ShardResult, commit_record_path, failure_record_path,
+                            is_committed, read_commit_record, temporary_dir)
+from dataio.lock import TEMPORARY_DIR  # noqa: F401 (bench/fault_injection.py imports it here)
 
 
 class SumCountsFn(beam.CombineFn):
@@ -81,52 +59,11 @@ class SumCountsFn(beam.CombineFn):
         return acc
 
 
-def temporary_dir(output: str, run_id: str = "") -> str:
-    """The run's own temporaries (the parent of every run's when ``run_id`` is empty)."""
-    root = fsutil.join(output, TEMPORARY_DIR)
-    return fsutil.join(root, run_id) if run_id else root
-
-
 def _stop_if_driver_gone() -> None:
     if workers.driver_gone():
         # The driver was killed or interrupted and a rerun may own the output already: this
         # worker must not commit. (Its watchdog is about to kill it anyway.)
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def commit_record_path(output: str, shard: str) -> str:
-    return fsutil.join(output, COMMITS_DIR, shard + ".json")
-
-
-def failure_record_path(output: str, shard: str) -> str:
-    return fsutil.join(output, FAILURES_DIR, shard + ".json")
-
-
-def read_commit_record(output: str, shard: str) -> dict | None:
-    path = commit_record_path(output, shard)
-    if not fsutil.exists(path):
-        return None
-    try:
-        return json.loads(fsutil.read_bytes(path))
-    except ValueError:
-        return None  # a torn record (should not happen: written atomically) counts as absent
-
-
-def is_committed(output: str, shard: str, fingerprint: str) -> tuple[bool, str]:
-    """Whether ``shard`` is committed with this fingerprint, and why not."""
-    record = read_commit_record(output, shard)
-    if record is None:
-        return False, "not committed yet"
-    if record.get("fingerprint") != fingerprint:
-        return False, "inputs, tokenizer or options changed since it was committed"
-    prefix = fsutil.join(output, record["name"])
-    for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
-        path = prefix + suffix
-        if not fsutil.exists(path):
-            return False, f"{os.path.basename(path)} is missing"
-        if fsutil.size(path) != record[key]:
-            return False, f"{os.path.basename(path)} has changed size"
-    return True, "committed with the same inputs, tokenizer and options"
 
 
 class _WritePartFn(beam.DoFn):
@@ -148,14 +85,6 @@ class _WritePartFn(beam.DoFn):
                              tb.num_bytes)
         yield tb.shard, (PartInfo(tb.order, prefix, counts.documents, counts.sequences,
                                   counts.tokens), counts)
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardResult:
-    shard: str
-    name: str | None
-    counts: ShardCounts
-    failed: str | None = None
 
 
 class _FinalizeShardFn(beam.DoFn):

@@ -1,6 +1,6 @@
 """``python -m dataio.worker_main``: Beam's SDK worker, tied to the driver (dataio/workers.py).
 
-Started by :class:`dataio.workers.LocalRunner` with the environment Beam gives its own
+Started by :class:`dataio.local_runner.LocalRunner` with the environment Beam gives its own
 ``apache_beam.runners.worker.sdk_worker_main``, which it then runs unchanged.
 """
 

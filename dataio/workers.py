@@ -4,7 +4,8 @@ With ``--workers N`` Beam's FnApiRunner starts N ``sdk_worker_main`` processes t
 ``/bin/sh -c`` (dash does not exec, and Beam's clean-up kills only the shell). Left alone they
 outlive a driver that is killed or interrupted, and go on reading, writing parts and committing
 shards for seconds, overlapping an immediate rerun. :class:`LocalRunner` (``--runner`` is set
-to it for ``--workers`` > 1 by pipelines/options.py) starts each worker as
+to it, in dataio/local_runner.py, for more than one worker by pipelines/options.py) starts
+each worker as
 ``exec python -m dataio.worker_main`` instead, which calls :func:`guard_worker` before it
 takes any work:
 
@@ -27,17 +28,12 @@ from __future__ import annotations
 import ctypes
 import os
 import select
-import shlex
 import signal
-import sys
 import threading
 
-from apache_beam.options.pipeline_options import DirectOptions
-from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-from apache_beam.transforms import environments
-
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
-RUNNER = "dataio.workers.LocalRunner"  # a --runner value Beam resolves by import
+# A --runner value Beam resolves by import: dataio/local_runner.py (this module is Beam-free).
+RUNNER = "dataio.local_runner.LocalRunner"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -97,20 +93,21 @@ def guard_worker() -> bool:
     return True
 
 
-class LocalRunner(FnApiRunner):
-    """Beam's FnApiRunner; in multi-process mode its workers are started by
-    ``dataio.worker_main`` (see the module docstring). Otherwise unchanged."""
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. a SLURM or cgroup cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
-    def run_pipeline(self, pipeline, options):
-        direct = options.view_as(DirectOptions)
-        if direct.direct_running_mode != "multi_processing":
-            return super().run_pipeline(pipeline, options)
-        self._default_environment = environments.SubprocessSDKEnvironment.from_command_string(
-            command_string=f"exec {shlex.quote(sys.executable)} -m dataio.worker_main")
-        # A mode FnApiRunner does not know keeps the environment above (multi_processing would
-        # replace it with its own command) and starts the same N workers.
-        direct.direct_running_mode = "multi_processing_guarded"
-        try:
-            return super().run_pipeline(pipeline, options)
-        finally:
-            direct.direct_running_mode = "multi_processing"
+
+def auto_workers(*, backend: str, cores: int, items: int) -> tuple[int, str]:
+    """``--workers auto``: (processes, why). The fast backend encodes a batch on native threads
+    over every core already, so a second process only adds its start-up and competes for the
+    same cores (bench/throughput.py: 2 workers slower than 1 on 2 cores); the reference backend
+    gains from one process per core, but not from more processes than work items."""
+    if backend == "fast":
+        return 1, f"auto: the fast backend's threads use the {cores} cores"
+    n = max(1, min(cores, items))
+    limit = f"{cores} cores" if n == cores else f"{items} work items"
+    return n, f"auto: {backend} backend, one per core, at most one per work item ({limit})"

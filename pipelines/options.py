@@ -4,14 +4,18 @@ Megatron's flag names are used wherever Megatron has one (``--json-keys``, ``--t
 ``--append-eod``, ``--split-sentences``, ``--keep-newlines``, ``--lang``, ``--workers``,
 ``--log-interval``); NeMo's ``--tokenizer-library`` is accepted as an alias. Beam's own flags
 pass through untouched.
+
+Importing this module does not import Beam (about 1.5 s): each concern's flags and checks are a
+plain class (``InputOutputFlags``, ...), the one definition of every flag. From them come
+:func:`help_parser` and :func:`parse_flags` (:class:`Flags`, what the planner reads: ``--help``,
+``--dry-run`` and a rerun that skips every shard need no Beam), and, on first use of the name,
+the PipelineOptions subclasses (``InputOutputOptions``, ...) that :func:`parse` registers with
+Beam when a pipeline is to run.
 """
 
 from __future__ import annotations
 
 import argparse
-
-from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions,
-                                                  WorkerOptions, StandardOptions)
 
 from dataio import errors
 from dataio import workers as local_workers
@@ -22,7 +26,7 @@ class OptionsError(errors.ConfigError):
     """Bad configuration; the message names the flag and the fix (exit status 2)."""
 
 
-class InputOutputOptions(PipelineOptions):
+class InputOutputFlags:
     @classmethod
     def _add_argparse_args(cls, parser):
         parser.add_argument("--input", action="append", default=None, metavar="GLOB",
@@ -70,7 +74,7 @@ class InputOutputOptions(PipelineOptions):
             raise OptionsError("--json-keys needs at least one key")
 
 
-class TokenizerOptions(PipelineOptions):
+class TokenizerFlags:
     @classmethod
     def _add_argparse_args(cls, parser):
         parser.add_argument("--tokenizer-type", default=None, choices=list(tk.KINDS),
@@ -155,7 +159,7 @@ class TokenizerOptions(PipelineOptions):
                                 if self.tokenizer_special_tokens else None)
 
 
-class SegmentationOptions(PipelineOptions):
+class SegmentationFlags:
     @classmethod
     def _add_argparse_args(cls, parser):
         parser.add_argument("--split-sentences", action="store_true",
@@ -180,16 +184,32 @@ class SegmentationOptions(PipelineOptions):
             raise OptionsError("--holdout-fraction must be in [0, 1), e.g. 0.001")
 
 
-class RunOptions(PipelineOptions):
+class RunFlags:
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument("--workers", type=int, default=1,
-                            help="worker processes on the local runner (default 1)")
+        parser.add_argument("--workers", type=_workers, default="auto", metavar="N|auto",
+                            help="worker processes on the local runner; auto (default): 1 with "
+                                 "the fast tokenizer backend (its threads use every core), one "
+                                 "per core (at most one per work item) with the reference "
+                                 "backend; the choice is printed as 'workers: N (why)'")
         parser.add_argument("--log-interval", type=int, default=10_000,
                             help="progress line every N documents per worker (0: off)")
 
 
-class AzureOptions(PipelineOptions):
+def _workers(value: str):
+    if value == "auto":
+        return value
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of processes >= 1 or auto, "
+                                         f"not {value!r}")
+    return n
+
+
+class AzureFlags:
     """Azure Blob credentials (see dataio/azure.py). The secret flags are taken out of argv by
     ``dataio.azure.prepare_argv`` before Beam parses it; they are declared here for --help."""
 
@@ -209,12 +229,88 @@ class AzureOptions(PipelineOptions):
                             help="upload block size in MiB (bounds memory per open upload)")
 
 
-ALL = (InputOutputOptions, TokenizerOptions, SegmentationOptions, RunOptions, AzureOptions)
+GROUPS = (InputOutputFlags, TokenizerFlags, SegmentationFlags, RunFlags, AzureFlags)
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
+# The PipelineOptions subclass of each group, defined on first use of its name (module
+# __getattr__ below), so that importing this module does not import Beam.
+_PIPELINE_OPTIONS = {"InputOutputOptions": InputOutputFlags, "TokenizerOptions": TokenizerFlags,
+                     "SegmentationOptions": SegmentationFlags, "RunOptions": RunFlags,
+                     "AzureOptions": AzureFlags}
 
 
-def parse(argv) -> PipelineOptions:
-    """Parse ``argv`` into PipelineOptions, refusing unknown flags (Beam silently drops them)."""
+def _define_pipeline_options() -> None:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    for name, group in _PIPELINE_OPTIONS.items():
+        if name not in globals():
+            # module-level names (pickled by reference, found by Beam's subclass scan)
+            globals()[name] = type(name, (group, PipelineOptions),
+                                   {"__module__": __name__, "__doc__": group.__doc__})
+
+
+def __getattr__(name: str):
+    if name in _PIPELINE_OPTIONS or name == "ALL":
+        _define_pipeline_options()
+        if name == "ALL":
+            return tuple(globals()[n] for n in _PIPELINE_OPTIONS)
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class Flags(*GROUPS):
+    """tokenbeam's own flags parsed without Beam (:func:`parse_flags`), or read from parsed
+    PipelineOptions (:func:`flags`): attribute access and the groups' checks, one object for
+    every group; ``argv`` is what it was parsed from (secrets already taken out)."""
+
+    def __init__(self, values: dict, argv=()):
+        self.__dict__.update(values)
+        self.argv = list(argv)
+
+    def get_all_options(self) -> dict:
+        return {k: v for k, v in vars(self).items() if k != "argv"}
+
+
+class _QuietParser(argparse.ArgumentParser):
+    """Raises instead of printing usage and exiting (the caller falls back to Beam's parser)."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+def _flag_parser(parser_class=argparse.ArgumentParser, **kwargs) -> argparse.ArgumentParser:
+    parser = parser_class(**kwargs)
+    for group in GROUPS:
+        group._add_argparse_args(parser)
+    return parser
+
+
+def parse_flags(argv) -> Flags | None:
+    """``argv`` parsed without importing Beam; None when it holds anything but tokenbeam's own
+    flags and ``--runner`` (Beam's flags are known only to Beam: use :func:`parse`)."""
+    parser = _flag_parser(_QuietParser, add_help=False, allow_abbrev=False)
+    parser.add_argument("--runner", default=None)
+    try:
+        values, unknown = parser.parse_known_args(argv)
+    except (ValueError, argparse.ArgumentError):
+        return None  # a bad value: parse() reports it as Beam's parser always has
+    if unknown:
+        return None
+    return Flags(vars(values), argv)
+
+
+def flags(options) -> Flags:
+    """tokenbeam's flag values of a :class:`Flags` or of parsed PipelineOptions."""
+    if isinstance(options, Flags):
+        return options
+    return Flags(options.get_all_options())
+
+
+def parse(argv):
+    """Parse ``argv`` into PipelineOptions, refusing unknown flags (Beam silently drops them).
+    ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    _define_pipeline_options()
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     for cls in PipelineOptions.__subclasses__():
         try:
@@ -226,17 +322,35 @@ def parse(argv) -> PipelineOptions:
     if unknown:
         raise OptionsError(f"unknown flag {unknown[0]}; see --help")
     options = PipelineOptions(argv)
-    _local_runner(options)
+    workers = options.view_as(globals()["RunOptions"]).workers
+    use_local_workers(options, workers if isinstance(workers, int) else 1)
     return options
 
 
-def _local_runner(options: PipelineOptions) -> None:
+def pipeline_options(options, *, workers: int | None = None):
+    """The PipelineOptions to run with: ``options`` itself, or parsed from a :class:`Flags`'
+    argv (Beam is imported here); ``workers``: the number of local processes decided."""
+    if isinstance(options, Flags):
+        options = parse(options.argv)
+    if workers is not None:
+        use_local_workers(options, workers)
+    return options
+
+
+def runs_locally(options) -> bool:
+    """The runner is the local one (DirectRunner, its FnApiRunner, or ours with workers)."""
+    return flags(options).runner in LOCAL_RUNNERS + (local_workers.RUNNER,)
+
+
+def use_local_workers(options, workers: int) -> None:
     """DirectRunner means the in-process FnApiRunner: Beam 2.77's DirectRunner would first try
-    to download its Prism runner from the internet. ``--workers N`` > 1 runs N processes."""
+    to download its Prism runner from the internet. ``workers`` > 1 runs that many processes."""
+    from apache_beam.options.pipeline_options import (DirectOptions, StandardOptions,
+                                                      WorkerOptions)
+
     std = options.view_as(StandardOptions)
-    if std.runner in LOCAL_RUNNERS:
+    if std.runner in LOCAL_RUNNERS or std.runner == local_workers.RUNNER:
         std.runner = "FnApiRunner"
-        workers = options.view_as(RunOptions).workers
         direct = options.view_as(DirectOptions)
         if workers > 1:
             direct.direct_running_mode = "multi_processing"
@@ -252,13 +366,21 @@ def _local_runner(options: PipelineOptions) -> None:
             direct.direct_running_mode = "in_memory"
 
 
+def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
+    """The number of local worker processes and why: ``--workers N`` as given; ``auto`` from
+    the tokenizer backend and the cores (dataio/workers.py)."""
+    requested = flags(options).workers
+    if requested != "auto":
+        return requested, "--workers"
+    return local_workers.auto_workers(backend=backend, cores=local_workers.usable_cores(),
+                                      items=items)
+
+
 def help_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="tokenbeam options (Beam's own flags, "
-                                     "e.g. --runner, pass through)")
-    for cls in ALL:
-        cls._add_argparse_args(parser)
-    return parser
+    return _flag_parser(prog=prog, description="tokenbeam options (Beam's own flags, e.g. "
+                        "--runner, pass through)")
 
 
 __all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",
-           "OptionsError", "help_parser"]
+           "OptionsError", "help_parser", "parse_flags", "flags", "Flags", "pipeline_options",
+           "use_local_workers", "choose_workers", "runs_locally"]

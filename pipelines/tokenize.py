@@ -14,6 +14,10 @@ Exit status (dataio/errors.py): 0 when every planned shard is committed; 1 when 
 failed (they are listed), the data or the run failed, or another run holds the output; 2 for a
 bad command line or configuration; 130 / 143 when interrupted by SIGINT / SIGTERM (rerun the
 same command to resume). Anticipated failures print one line, never a traceback.
+
+Beam is imported only when a pipeline runs (pipelines/_tokenize_graph.py wires it): ``--help``
+reads the flags alone (pipelines/options.py), and the planner reads them from a Beam-free
+:class:`~pipelines.options.Flags` when the command line holds only tokenbeam's flags.
 """
 
 from __future__ import annotations
@@ -30,26 +34,43 @@ import os
 import sys
 import time
 
-import apache_beam as beam
 import numpy as np
 
-from dataio import errors
+from dataio import commits, errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio import azure, indexed, naming, readers, sink, workers
+from dataio import azure, indexed, naming, readers, workers
 from dataio.redact import install_logging_filter, redact_argv
 from dataio.redact import redact as _redact
 from pipelines import options as opts
-from transforms import documents as docs
 from transforms import tokenizer as tk
-from transforms.tokenize import HOLDOUT_DIR, TokenizeConfig, TokenizeDocuments
 
 FORMAT_VERSION = 1  # bump when a change alters output bytes: it invalidates committed shards
 
 # Their messages already name the file or flag and the fix: one line, no traceback.
 errors.anticipate(tk.TokenizerConfigError, readers.InputError, azure.AzureCredentialError,
                   azure.AzurePathError, status=errors.EXIT_USAGE)
-errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
+
+
+def _documents():
+    """transforms.documents (the reader's pure core), imported on first use: it imports Beam."""
+    from transforms import documents
+
+    errors.anticipate(documents.BadRecord, status=errors.EXIT_FAILED)
+    return documents
+
+
+def __getattr__(name: str):
+    # Beam-side names, imported on first use (runners/spark.py and the tests use them).
+    if name == "_FinishFn":
+        from pipelines import _tokenize_graph
+
+        return _tokenize_graph._FinishFn
+    if name == "sink":
+        from dataio import sink
+
+        return sink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,10 +88,10 @@ class ShardPlan:
 class Job:
     """Everything the driver decided before the pipeline runs."""
 
-    options: beam.options.pipeline_options.PipelineOptions
+    options: object  # pipelines.options.Flags, or PipelineOptions
     output: str
     spec: tk.TokenizerSpec
-    config: TokenizeConfig
+    config: object  # transforms.tokenize.TokenizeConfig
     tokenizer: dict
     dtype: np.dtype
     files: list[readers.InputFile]
@@ -84,8 +105,7 @@ class Job:
     def items(self) -> list[readers.WorkItem]:
         stems = {s.stem for s in self.to_process}
         files = [f for f in self.files if f.stem in stems]
-        io = self.options.view_as(opts.InputOutputOptions)
-        return readers.plan_items(files, split_bytes=io.split_bytes)
+        return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes)
 
 
 def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
@@ -115,11 +135,11 @@ def preflight(options) -> None:
     """What a user can get wrong about the paths, found before any input is read: the tokenizer
     files, and an output that is a file, unwritable or full (a probe file is written and removed;
     not with --dry-run, which writes nothing)."""
-    io = options.view_as(opts.InputOutputOptions)
-    io.validate_io()
-    check_segmentation(options.view_as(opts.SegmentationOptions))
-    check_tokenizer_files(options.view_as(opts.TokenizerOptions).tokenizer_spec())
-    check_output(io.output, probe=not io.plan_only)
+    flags = opts.flags(options)
+    flags.validate_io()
+    check_segmentation(flags)
+    check_tokenizer_files(flags.tokenizer_spec())
+    check_output(flags.output, probe=not flags.plan_only)
 
 
 def check_segmentation(seg) -> None:
@@ -207,11 +227,11 @@ def check_output(output: str, *, probe: bool) -> None:
 def plan(options, *, checked: bool = False) -> Job:
     """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip.
     ``checked``: :func:`preflight` ran already."""
-    io = options.view_as(opts.InputOutputOptions)
+    from transforms.tokenize import HOLDOUT_DIR, TokenizeConfig
+
+    io = seg = tok_opts = opts.flags(options)  # one Beam-free view of every flag
     if not checked:
         preflight(options)
-    seg = options.view_as(opts.SegmentationOptions)
-    tok_opts = options.view_as(opts.TokenizerOptions)
     spec = tok_opts.tokenizer_spec()
     files = readers.discover(io.input, leave_out=spec.files())
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
@@ -232,7 +252,7 @@ def plan(options, *, checked: bool = False) -> Job:
                             skip_empty=seg.skip_empty, holdout_fraction=seg.holdout_fraction,
                             splitter=seg.sentence_splitter, lang=seg.lang,
                             keep_newlines=seg.keep_newlines,
-                            log_interval=options.view_as(opts.RunOptions).log_interval)
+                            log_interval=io.log_interval)
     settings = {"keys": list(config.keys), "level": level, "append_eod": config.append_eod,
                 "skip_empty": config.skip_empty, "holdout": config.holdout_fraction,
                 "id_key": seg.id_key, "splitter": config.splitter if seg.split_sentences else None,
@@ -242,10 +262,10 @@ def plan(options, *, checked: bool = False) -> Job:
     hashes = _content_hashes(files) if io.verify_inputs else {}
     output, overwrite = io.output, io.overwrite  # a Beam option lookup costs ~40 us
     # One listing of _commits/, not a request per shard; found records checked 16 at a time.
-    records = fsutil.files_under(fsutil.join(output, sink.COMMITS_DIR))
+    records = fsutil.files_under(fsutil.join(output, commits.COMMITS_DIR))
 
     def states_of(f, fingerprint, names):
-        return {n: sink.is_committed(output, n, fingerprint) if f"{n}.json" in records
+        return {n: commits.is_committed(output, n, fingerprint) if f"{n}.json" in records
                 else (False, "not committed yet") for n in names}
 
     planned = []
@@ -281,8 +301,8 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
                                 row_groups=(0,) if f.format == "parquet" else ())
         taken = 0
         try:
-            for out in docs.read_documents(item, keys, max_docs=64):
-                if isinstance(out, docs.DocumentBatch):
+            for out in _documents().read_documents(item, keys, max_docs=64):
+                if isinstance(out, _documents().DocumentBatch):
                     for values in out.texts.values():
                         for v in values:
                             texts.extend([v] if isinstance(v, str) else v)
@@ -305,8 +325,8 @@ def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
                             row_groups=(0,) if input_file.format == "parquet" else ())
     n_docs = n_bytes = n_tokens = 0
     try:
-        for out in docs.read_documents(item, job.config.keys, max_docs=256):
-            if isinstance(out, docs.DocumentBatch):
+        for out in _documents().read_documents(item, job.config.keys, max_docs=256):
+            if isinstance(out, _documents().DocumentBatch):
                 n_docs += len(out)
                 n_bytes += out.num_bytes
                 for key in job.config.keys:
@@ -347,8 +367,10 @@ def print_plan(job: Job, out=None) -> None:
             action = "skip" if s.skip else "write"
             print(f"    {action:5} {s.shard}_dc=?_sc=?_tc=?  ({s.reason})", file=out)
     todo = len(job.to_process)
+    chosen = local_workers(job) if todo else None
+    workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""
     print(f"plan: {todo} shards to write, {len(job.shards) - todo} to skip, "
-          f"{len(job.items())} work items; nothing written (--dry-run)", file=out)
+          f"{len(job.items())} work items{workers_line}; nothing written (--dry-run)", file=out)
 
 
 def redact(text: str) -> str:
@@ -357,66 +379,23 @@ def redact(text: str) -> str:
 
 # --- the pipeline ------------------------------------------------------------------------------
 
-def build(pipeline: beam.Pipeline, job: Job, *, storage=None, finish_argv=None):
-    """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
+def build(pipeline, job: Job, *, storage=None, finish_argv=None):
+    """Wire the job into ``pipeline`` (a ``beam.Pipeline``); returns the PCollection of
+    ShardResult. See pipelines/_tokenize_graph.py."""
+    from pipelines import _tokenize_graph
 
-    ``finish_argv``: the pipeline ends with :func:`finish` (metadata.json, this run's temporaries
-    removed), for runners whose driver is not this process (runners/spark.py submits the
-    pipeline as a jar and may not wait for it)."""
-    io = job.options.view_as(opts.InputOutputOptions)
-    seg = job.options.view_as(opts.SegmentationOptions)
-    todo = job.to_process
-    shards_of_stem: dict[str, list[str]] = {}
-    for s in todo:
-        shards_of_stem.setdefault(s.stem, []).append(s.shard)
-    items = (pipeline | "PlanItems" >> beam.Create(job.items()) | "Distribute" >> beam.Reshuffle())
-    read = items | "ReadDocuments" >> docs.ReadDocuments(
-        job.config.keys, id_key=seg.id_key, on_bad_record=io.on_bad_record,
-        max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage)
-    failed = (read[docs.FAILED_TAG]
-              | "FailedShards" >> beam.FlatMap(
-                  lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
-                  by_stem=shards_of_stem))
-    planned = pipeline | "PlannedShards" >> beam.Create([(s.shard, s.fingerprint) for s in todo])
-    tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
-        job.spec, job.config, on_bad_record=io.on_bad_record, storage=storage)
-    results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
-        job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id)
-    # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
-    errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
-                      | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
-    if finish_argv is not None:
-        # After every shard (one element once all are done) and every error file (side input).
-        (results | "AllShardsDone" >> beam.combiners.Count.Globally()
-         | "Finish" >> beam.ParDo(_FinishFn(dataclasses.replace(job, options=None), finish_argv,
-                                            started=_now(), storage=storage),
-                                  errors_written=beam.pvalue.AsList(errors_written)))
-    return results
-
-
-class _FinishFn(beam.DoFn):
-    def __init__(self, job: Job, argv, *, started: str, storage=None):
-        self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
-
-    def process(self, _count, errors_written):
-        finish(self._job, self._argv, started=self._started)
-        return []
+    return _tokenize_graph.build(pipeline, job, storage=storage, finish_argv=finish_argv)
 
 
 def prepare_output(job: Job) -> None:
     """Before the pipeline: clear the records and temporaries of the shards this run redoes."""
-    io = job.options.view_as(opts.InputOutputOptions)
+    io = opts.flags(job.options)
     for s in job.to_process:
         if io.overwrite:
-            fsutil.remove(sink.commit_record_path(job.output, s.shard))
-        fsutil.remove(sink.failure_record_path(job.output, s.shard))
+            fsutil.remove(commits.commit_record_path(job.output, s.shard))
+        fsutil.remove(commits.failure_record_path(job.output, s.shard))
     for stem in {s.stem for s in job.to_process}:
-        fsutil.remove(fsutil.join(job.output, sink.ERRORS_DIR, stem + ".jsonl"))
+        fsutil.remove(fsutil.join(job.output, commits.ERRORS_DIR, stem + ".jsonl"))
     # Temporaries an interrupted run left beside the final files of the shards we redo.
     bases = tuple("." + os.path.basename(s.shard) + "_" for s in job.to_process)
     for folder in {os.path.dirname(s.shard) for s in job.to_process}:
@@ -429,7 +408,7 @@ def prepare_output(job: Job) -> None:
 def _count_errors(output: str, stems) -> int:
     total = 0
     for stem in stems:
-        path = fsutil.join(output, sink.ERRORS_DIR, stem + ".jsonl")
+        path = fsutil.join(output, commits.ERRORS_DIR, stem + ".jsonl")
         if fsutil.exists(path):
             total += fsutil.read_bytes(path).count(b"\n")
     return total
@@ -442,7 +421,7 @@ def _versions(job: Job) -> dict:
         except importlib.metadata.PackageNotFoundError:
             return None
 
-    return {"tokenbeam": version("tokenbeam"), "apache-beam": beam.__version__,
+    return {"tokenbeam": version("tokenbeam"), "apache-beam": version("apache-beam"),
             "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"],
             job.tokenizer["backend_library"]: job.tokenizer["backend_version"]}
 
@@ -450,7 +429,7 @@ def _versions(job: Job) -> dict:
 def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict) -> dict:
     shards = []
     for s in job.shards:
-        record = sink.read_commit_record(job.output, s.shard) or {}
+        record = commits.read_commit_record(job.output, s.shard) or {}
         shards.append({"shard": s.shard, "input": s.input.path, "key": s.key,
                        "name": record.get("name"), "documents": record.get("documents"),
                        "sequences": record.get("sequences"), "tokens": record.get("tokens"),
@@ -503,32 +482,32 @@ def _summary(job: Job, results: list, *, seconds: float, bad_records: int, out=N
         print(f"  committed {r.name}", file=out)
 
 
-def collect_results(job: Job) -> list[sink.ShardResult]:
+def collect_results(job: Job) -> list[commits.ShardResult]:
     """What became of each shard this run had to write, from the commit and failure records
     (not back through Beam, so the same code reads them whatever the runner)."""
     results = []
     for s in job.to_process:
-        record = sink.read_commit_record(job.output, s.shard)
+        record = commits.read_commit_record(job.output, s.shard)
         failure = None
-        if fsutil.exists(sink.failure_record_path(job.output, s.shard)):
-            failure = json.loads(fsutil.read_bytes(sink.failure_record_path(job.output, s.shard)))
+        if fsutil.exists(commits.failure_record_path(job.output, s.shard)):
+            failure = json.loads(fsutil.read_bytes(commits.failure_record_path(job.output, s.shard)))
         if failure is not None or record is None or record.get("fingerprint") != s.fingerprint:
             reason = failure["reason"] if failure else "no commit record after the run"
-            results.append(sink.ShardResult(s.shard, None, sink.ShardCounts(), failed=reason))
+            results.append(commits.ShardResult(s.shard, None, commits.ShardCounts(), failed=reason))
         else:
-            results.append(sink.ShardResult(s.shard, record["name"], sink.ShardCounts(
+            results.append(commits.ShardResult(s.shard, record["name"], commits.ShardCounts(
                 record["documents"], record["sequences"], record["tokens"],
                 record.get("input_bytes", 0))))
     return results
 
 
-def finish(job: Job, argv, *, started: str) -> tuple[list[sink.ShardResult], int]:
+def finish(job: Job, argv, *, started: str) -> tuple[list[commits.ShardResult], int]:
     """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
     returns (the shard results, the number of bad records)."""
     results = collect_results(job)
     if job.run_id:
-        fsutil.remove_tree(sink.temporary_dir(job.output, job.run_id))
-    _remove_if_empty(sink.temporary_dir(job.output))
+        fsutil.remove_tree(commits.temporary_dir(job.output, job.run_id))
+    _remove_if_empty(commits.temporary_dir(job.output))
     bad = _count_errors(job.output, {s.stem for s in job.to_process})
     status = {r.shard: ("failed" if r.failed else "written") for r in results}
     write_metadata(job, argv=argv, started=started, finished=_now(), results=status)
@@ -550,6 +529,14 @@ def announce_skips(job: Job) -> None:
             print(f"skip {s.shard}: {s.reason}", flush=True)
 
 
+def local_workers(job: Job) -> tuple[int, str] | None:
+    """(processes, why) on the local runner (``--workers``, or auto: pipelines/options.py);
+    None on any other runner, whose own configuration says how many."""
+    if not opts.runs_locally(job.options):
+        return None
+    return opts.choose_workers(job.options, backend=job.spec.backend, items=len(job.items()))
+
+
 def execute(job: Job, argv, *, storage=None) -> int:
     """Run the job to completion; returns the exit status."""
     started, t0 = _now(), time.monotonic()
@@ -557,7 +544,13 @@ def execute(job: Job, argv, *, storage=None) -> int:
     if job.to_process:
         prepare_output(job)
         workers.mark_driver()  # local workers die with this process (dataio/workers.py)
-        with beam.Pipeline(options=job.options) as pipeline:
+        chosen = local_workers(job)
+        if chosen is not None:
+            print(f"workers: {chosen[0]} ({chosen[1]})", file=sys.stderr, flush=True)
+        options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
+        import apache_beam as beam
+
+        with beam.Pipeline(options=options) as pipeline:
             build(pipeline, job, storage=storage)
     results, bad = finish(job, argv, started=started)
     return report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
@@ -587,7 +580,7 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
               f"({output_lock.describe_holder(held.stale)}); removing its temporaries",
               file=sys.stderr, flush=True)
     if held.exclusive:
-        fsutil.remove_tree(sink.temporary_dir(output))
+        fsutil.remove_tree(commits.temporary_dir(output))
 
 
 def run(argv=None) -> int:
@@ -596,13 +589,16 @@ def run(argv=None) -> int:
     return errors.main(_run, argv)
 
 
-def setup(argv) -> tuple[list[str], beam.options.pipeline_options.PipelineOptions, object]:
+def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
     """Parse and check a tokenize command line before anything is written: returns (argv
-    without secrets, the options, the storage plan workers adopt)."""
+    without secrets, the options, the storage plan workers adopt). The options are
+    PipelineOptions, or with ``beam_free`` a :class:`~pipelines.options.Flags` where argv holds
+    only tokenbeam's flags."""
     install_logging_filter()
     # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
     argv, secrets = azure.prepare_argv(argv)
-    options = opts.parse(argv)
+    # beam_free: tokenbeam's flags alone need no Beam (PipelineOptions come when a pipeline runs)
+    options = (opts.parse_flags(argv) if beam_free else None) or opts.parse(argv)
     storage = configure_storage(options, secrets)
     preflight(options)
     return argv, options, storage
@@ -610,8 +606,7 @@ def setup(argv) -> tuple[list[str], beam.options.pipeline_options.PipelineOption
 
 def lock_output(options, argv, *, run_id: str) -> output_lock.OutputLock:
     """Take the output's lock (dataio/lock.py) for this run."""
-    io = options.view_as(opts.InputOutputOptions)
-    return output_lock.acquire(io.output, run_id=run_id,
+    return output_lock.acquire(opts.flags(options).output, run_id=run_id,
                                command=" ".join(["tokenize", *redact_argv(argv)]))
 
 
@@ -619,8 +614,8 @@ def _run(argv) -> int:
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
-    argv, options, storage = setup(argv)
-    io = options.view_as(opts.InputOutputOptions)
+    argv, options, storage = setup(argv, beam_free=True)
+    io = opts.flags(options)
     if io.plan_only:
         print_plan(plan(options, checked=True))
         return 0
@@ -638,8 +633,8 @@ def _run(argv) -> int:
                 raise space from None
             raise
         finally:  # failed or interrupted: this run's parts are of no use to the next
-            fsutil.remove_tree(sink.temporary_dir(io.output, run_id))
-            _remove_if_empty(sink.temporary_dir(io.output))
+            fsutil.remove_tree(commits.temporary_dir(io.output, run_id))
+            _remove_if_empty(commits.temporary_dir(io.output))
 
 
 def space_error(exc: Exception, output: str) -> errors.RunError | None:
@@ -653,8 +648,7 @@ def space_error(exc: Exception, output: str) -> errors.RunError | None:
 def configure_storage(options, secrets: dict):
     """Credentials for every remote path of the job, checked up front; returns the secret-free
     plan workers adopt in ``DoFn.setup`` (None when nothing remote needs one)."""
-    io = options.view_as(opts.InputOutputOptions)
-    tok = options.view_as(opts.TokenizerOptions)
+    io = tok = opts.flags(options)
     paths = [*(io.input or []), io.output, tok.tokenizer_model, tok.vocab_file, tok.merge_file]
     return azure.configure_from_options({**options.get_all_options(), **secrets},
                                         paths=[p for p in paths if p])

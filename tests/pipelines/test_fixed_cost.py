@@ -1,0 +1,100 @@
+"""What a command costs before any work (pipelines/options.py, pipelines/tokenize.py): ``--help``
+without importing Beam, the Beam-free flag parser giving the values Beam's does from the same
+definitions, and ``--workers auto`` chosen from the backend and the cores, and said."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dataio import workers
+from pipelines import options as opts
+from pipelines import tokenize
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARGV = ["--input", "in/", "--output", "out/", "--tokenizer-type", "NullTokenizer",
+        "--vocab-size", "100", "--append-eod", "--json-keys", "text", "title",
+        "--log-interval", "0", "--runner=DirectRunner"]
+
+
+def test_help_does_not_import_beam():
+    probe = ("import runpy, sys; sys.argv = ['pipelines.tokenize', '--help']\n"
+             "try:\n    runpy.run_module('pipelines.tokenize', run_name='__main__')\n"
+             "except SystemExit as exc:\n    assert not exc.code, exc.code\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'apache_beam'))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert "--workers N|auto" in proc.stdout and "--tokenizer-type" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_flags_parsed_without_beam_equal_beams_parse_of_the_same_definitions():
+    fast = opts.parse_flags(ARGV)
+    assert fast is not None and fast.argv == ARGV
+    beam_values = opts.flags(opts.parse(ARGV))
+    for group in opts.GROUPS:
+        parser = argparse.ArgumentParser()
+        group._add_argparse_args(parser)
+        for action in parser._actions[1:]:
+            assert getattr(fast, action.dest) == getattr(beam_values, action.dest), action.dest
+    assert fast.tokenizer_spec() == beam_values.tokenizer_spec()
+    assert fast.workers == "auto" and opts.parse_flags(ARGV + ["--workers", "3"]).workers == 3
+
+
+@pytest.mark.parametrize("extra", [["--direct_num_workers", "2"], ["--workers", "0"],
+                                   ["--workers", "many"], ["stray"]])
+def test_anything_but_our_flags_goes_to_beams_parser(extra):
+    assert opts.parse_flags(ARGV + extra) is None
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two"])
+def test_a_bad_workers_value_is_a_usage_error(bad, capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error, as for any bad value
+        tokenize.run(ARGV + ["--workers", bad])
+    assert exited.value.code == 2
+    assert "argument --workers: expected a number of processes >= 1 or auto" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("backend, cores, items, expected", [
+    ("fast", 2, 8, 1), ("fast", 16, 100, 1), ("reference", 2, 8, 2), ("reference", 16, 3, 3),
+    ("reference", 4, 0, 1), ("reference", 1, 8, 1)])
+def test_auto_workers_from_backend_cores_and_items(backend, cores, items, expected):
+    n, why = workers.auto_workers(backend=backend, cores=cores, items=items)
+    assert n == expected and why.startswith("auto: ") and backend in why
+
+
+def test_workers_given_are_kept_and_set_the_local_runner(monkeypatch):
+    monkeypatch.setattr(workers, "usable_cores", lambda: 4)
+    given = opts.parse(ARGV + ["--workers", "3"])
+    assert opts.choose_workers(given, backend="fast", items=8) == (3, "--workers")
+    auto = opts.parse(ARGV)
+    assert opts.choose_workers(auto, backend="reference", items=8)[0] == 4
+    from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
+
+    opts.use_local_workers(auto, 4)
+    direct = auto.view_as(DirectOptions)
+    assert auto.view_as(StandardOptions).runner == workers.RUNNER
+    assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_processing", 4)
+    opts.use_local_workers(auto, 1)
+    assert auto.view_as(StandardOptions).runner == "FnApiRunner"
+    assert direct.direct_running_mode == "in_memory"
+    assert not opts.runs_locally(opts.parse_flags(["--runner", "FlinkRunner"]))
+
+
+def test_a_run_says_which_workers_it_chose(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("in")
+    with open("in/a.jsonl", "w") as f:
+        f.write(json.dumps({"text": "1 2 3", "title": "4"}) + "\n")
+    assert tokenize.run(ARGV + ["--dry-run"]) == 0
+    assert "workers: 1 (auto: reference backend, one per core, at most one per work item (1 " \
+           "work items))" in capsys.readouterr().out
+    assert tokenize.run(ARGV) == 0
+    err = capsys.readouterr().err
+    assert "workers: 1 (auto: reference backend" in err
+    assert tokenize.run(ARGV + ["--workers", "1"]) == 0  # all skipped: no pipeline, no line
+    assert "workers:" not in capsys.readouterr().err
