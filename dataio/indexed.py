@@ -32,6 +32,11 @@ Contract of this module:
 - :class:`IndexedDataset` reads memory-mapped and also opens an empty dataset (a 0-byte ``.bin``),
   which Megatron's default reader cannot.
 - :func:`merge` streams several datasets into one and checks dtypes before writing anything.
+- Appending whole datasets (:meth:`~IndexedDatasetWriter.add_index`) moves no token through
+  Python on local disk: ``.bin`` has no header and one dtype, so a dataset's ``.bin`` is exactly
+  its parts' ``.bin`` one after another, copied by the kernel (``copy_file_range``, else
+  ``sendfile``); a dataset made of one other (:meth:`~IndexedDatasetWriter.adopt`) hard-links its
+  ``.bin`` and copies nothing. Object stores stream as before (a rename there is a copy anyway).
 - :func:`validate` checks everything the format implies (see its docstring).
 
 Paths may be local or any fsspec URL; see :mod:`dataio.fs`.
@@ -40,7 +45,9 @@ Paths may be local or any fsspec URL; see :mod:`dataio.fs`.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import shutil
 import struct
 import tempfile
 import uuid
@@ -281,16 +288,18 @@ class IndexedDatasetWriter:
         self._tmp_bin = _temporary_name(self._path + ".bin", token)
         self._tmp_idx = _temporary_name(self._path + ".idx", token)
         fsutil.makedirs(self._fs, os.path.dirname(self._path))
+        self._local = fsutil.is_local(prefix)
         # Local files skip fsspec's Python-level wrapper (a measurable cost per document) and
         # get a larger buffer than the default 8 KiB, so small documents make few syscalls.
         self._bin = (open(self._tmp_bin, "wb", buffering=_WRITE_BUFFER_BYTES)
-                     if fsutil.is_local(prefix) else self._fs.open(self._tmp_bin, "wb"))
+                     if self._local else self._fs.open(self._tmp_bin, "wb"))
         self._write = self._bin.write
         self._lengths = _SpillBuffer(np.int32)
         self._doc_ends = _SpillBuffer(np.int64)
         self._doc_ends.append(0)
         self._tokens = 0
         self._closed = False
+        self._adopted = False  # .bin is a hard link to another dataset's: nothing more may go in
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -309,6 +318,7 @@ class IndexedDatasetWriter:
     def add_document(self, tokens, lengths: Sequence[int] | None = None) -> None:
         """One document: ``tokens`` split into sequences of ``lengths`` (default: one sequence,
         or none when ``tokens`` is empty, i.e. an empty document)."""
+        self._refuse_if_adopted()
         arr = as_tokens(tokens, self.dtype)
         if lengths is None:
             n = arr.size
@@ -324,6 +334,7 @@ class IndexedDatasetWriter:
     def add_batch(self, tokens, sequence_lengths, sequences_per_document) -> None:
         """Many documents at once: a flat token array, every sequence's length, and how many
         sequences each document has (0 = empty document)."""
+        self._refuse_if_adopted()
         self._append(as_tokens(tokens, self.dtype), np.asarray(sequence_lengths, dtype=np.int64),
                      np.asarray(sequences_per_document, dtype=np.int64))
 
@@ -344,6 +355,56 @@ class IndexedDatasetWriter:
 
     def add_index(self, prefix: str) -> None:
         """Append a whole existing dataset (its dtype must equal ours)."""
+        self._refuse_if_adopted()
+        tokens = self._add_index_arrays(prefix)
+        expected = tokens * self.dtype.itemsize
+        if self._local and fsutil.is_local(prefix):
+            self._bin.flush()
+            copied = _copy_local(bin_path(prefix).removeprefix("file://"), self._bin)
+        else:
+            copied = 0
+            with fsutil.open_file(bin_path(prefix), "rb") as src:
+                while raw := src.read(_COPY_BYTES):
+                    self._bin.write(raw)
+                    copied += len(raw)
+        if copied != expected:
+            raise FormatError(f"{bin_path(prefix)} is {copied} bytes; its index says {tokens} "
+                              f"tokens of {self.dtype} = {expected} bytes")
+
+    def adopt(self, prefix: str) -> None:
+        """Become exactly the dataset at ``prefix`` (dtype equal to ours) while this writer is
+        still empty: on local disk its ``.bin`` is hard-linked under our temporary name (no
+        byte copied; ``prefix`` stays intact, so a retried commit finds it again), elsewhere,
+        or where links are refused, appended as by :meth:`add_index`. Nothing can be added
+        after a link."""
+        if self.sequence_count or self.document_count or not (
+                self._local and fsutil.is_local(prefix)):
+            self.add_index(prefix)
+            return
+        source = bin_path(prefix).removeprefix("file://")
+        self._bin.close()
+        os.unlink(self._tmp_bin)
+        try:
+            os.link(source, self._tmp_bin)
+        except OSError:  # a filesystem without hard links (some FUSE, SMB): copy instead
+            self._bin = open(self._tmp_bin, "wb", buffering=_WRITE_BUFFER_BYTES)
+            self._write = self._bin.write
+            self.add_index(prefix)
+            return
+        self._adopted = True
+        tokens = self._add_index_arrays(prefix)
+        size = os.stat(self._tmp_bin).st_size
+        if size != tokens * self.dtype.itemsize:
+            raise FormatError(f"{bin_path(prefix)} is {size} bytes; its index says {tokens} "
+                              f"tokens of {self.dtype} = {tokens * self.dtype.itemsize} bytes")
+
+    def _refuse_if_adopted(self) -> None:
+        if self._adopted:
+            raise ValueError(f"{self.prefix}: adopt() linked another dataset's .bin; nothing "
+                             "can be appended to it")
+
+    def _add_index_arrays(self, prefix: str) -> int:
+        """Append ``prefix``'s lengths and document boundaries; returns its token count."""
         # Only the index is loaded: IndexedDataset would also read a remote .bin whole.
         raw_idx = fsutil.map_or_read(idx_path(prefix))
         header = decode_header(bytes(raw_idx[:HEADER_SIZE]))
@@ -361,10 +422,9 @@ class IndexedDatasetWriter:
         doc_idx = np.frombuffer(raw_idx, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n)
         for start in range(1, len(doc_idx), _CHUNK_ELEMENTS):
             self._doc_ends.extend(doc_idx[start:start + _CHUNK_ELEMENTS] + offset)
-        with fsutil.open_file(bin_path(prefix), "rb") as src:
-            while raw := src.read(_COPY_BYTES):
-                self._bin.write(raw)
-        self._tokens += int(lengths.sum(dtype=np.int64))
+        tokens = int(lengths.sum(dtype=np.int64))
+        self._tokens += tokens
+        return tokens
 
     # -- committing --------------------------------------------------------------------------
 
@@ -420,6 +480,46 @@ class IndexedDatasetWriter:
             self.close()
         elif not self._closed:
             self.abort()
+
+
+def _copy_local(source: str, out) -> int:
+    """Append the file ``source`` to the open local file ``out`` (flushed) in the kernel;
+    returns the bytes copied. ``out``'s Python position is brought to the new end."""
+    dst = out.fileno()
+    with open(source, "rb") as src:
+        remaining = os.fstat(src.fileno()).st_size
+        total = remaining
+        for copy in (_copy_file_range, _sendfile):
+            try:
+                while remaining:
+                    n = copy(src.fileno(), dst, remaining)
+                    if n == 0:
+                        break  # the source shrank under us: the caller's size check says so
+                    remaining -= n
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP,
+                                     errno.EBADF) or remaining != total:
+                    raise
+        else:  # neither call: through Python (rare: old kernels, exotic filesystems)
+            os.lseek(dst, 0, os.SEEK_END)
+            with open(dst, "wb", closefd=False) as raw:
+                shutil.copyfileobj(src, raw, _COPY_BYTES)
+            remaining = 0
+    out.seek(0, os.SEEK_END)
+    return total - remaining
+
+
+def _copy_file_range(src: int, dst: int, count: int) -> int:
+    if not hasattr(os, "copy_file_range"):
+        raise OSError(errno.ENOSYS, "no copy_file_range")
+    return os.copy_file_range(src, dst, min(count, 1 << 30))
+
+
+def _sendfile(src: int, dst: int, count: int) -> int:
+    if not hasattr(os, "sendfile"):
+        raise OSError(errno.ENOSYS, "no sendfile")
+    return os.sendfile(dst, src, None, min(count, 1 << 30))
 
 
 TEMPORARY_MARK = ".inprogress-"

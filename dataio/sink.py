@@ -11,7 +11,9 @@ Protocol (the same on local disk and object stores):
 3. Parts are grouped per shard together with the planned shard list (so a shard with no
    documents is still committed, empty) and any read failure of its input.
 4. FinalizeShard concatenates the parts in input order into the final name (the writer renames
-   ``.bin`` then ``.idx``), then writes the commit record ``{output}/_commits/{shard}.json`` last,
+   ``.bin`` then ``.idx``; on local disk a lone part's ``.bin`` is hard-linked, several are
+   joined by the kernel, so no token passes through Python a second time; see
+   dataio/indexed.py), then writes the commit record ``{output}/_commits/{shard}.json`` last,
    removes final files of older runs with other counts, and deletes the parts. A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
@@ -135,9 +137,14 @@ class _FinalizeShardFn(beam.DoFn):
         yield ShardResult(shard, name, counts)
 
     def _merge(self, parts: Iterable[PartInfo], final: str, counts: ShardCounts) -> None:
+        parts = list(parts)
         with indexed.IndexedDatasetWriter(final, dtype=self._dtype) as writer:
-            for part in parts:
-                writer.add_index(part.prefix)
+            if len(parts) == 1:
+                # The part is the shard: its .bin is linked into place, not copied (local disk;
+                # the part stays until the commit is recorded, so a retry finds it again).
+                writer.adopt(parts[0].prefix)
+            for part in parts if len(parts) > 1 else ():
+                writer.add_index(part.prefix)  # .bin appended by the kernel on local disk
             if (writer.document_count, writer.sequence_count, writer.token_count) != (
                     counts.documents, counts.sequences, counts.tokens):
                 raise RuntimeError(f"{final}: parts hold {writer.document_count} documents, "
