@@ -40,10 +40,11 @@ The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker
 - storage: inputs read at ``min(N * node_gbps, account egress)``; parts and final shards (2 *
   tokens * 2 bytes) written at ``min(N * node_gbps, account ingress)``; overlapped with compute:
   the data phase takes ``max(compute, read, write)``.
-- driver, serial: planning (``files * per-file planning cost`` + listings) before the job, and
-  after it ``requests_per_shard`` (8: clear the failure record and the errors file before; read
-  the commit record twice, look for a failure record and an errors file after) * shards *
-  request time, one after the other on the driver.
+- driver, serial: planning (``files *`` the measured planning time per file, listings
+  included) before the job, and ``requests_per_shard`` (8, counted in pipelines/tokenize.py:
+  clear the failure record and the errors file before the run; read the commit record twice,
+  look for a failure record and an errors file after it) * shards * request time, one after
+  the other on the driver.
 - commits: ``shards * commit / min(C, shards)`` (shards are finalized on workers in parallel).
 - job start-up: the runner's fixed cost, once.
 - wall = start-up + planning + data phase + commit + driver after; node-hours = N * wall / 3600.
@@ -311,7 +312,7 @@ def measure_azurite(work: str, local_corpus: str, count: int, tok: str, *,
     """Listing, one request, planning and one shard's commit on Azurite."""
     import numpy as np
 
-    from dataio import azure, indexed
+    from dataio import azure
     from dataio import fs as fsutil
 
     azurite = Azurite(os.path.join(work, "azurite"))
@@ -329,7 +330,6 @@ def measure_azurite(work: str, local_corpus: str, count: int, tok: str, *,
         listed = fsutil.glob_details(corpus + "/*.jsonl")
         out["list"] = {"seconds": time.perf_counter() - t, "blobs": len(listed), "load": before}
         say(f"  listing {len(listed)} blobs: {out['list']['seconds']:.2f} s ({before})")
-        fs, _ = fsutil.filesystem_and_path(corpus)
         sample = sorted(listed)[:300]
         before = load()
         t = time.perf_counter()
@@ -348,7 +348,6 @@ def measure_azurite(work: str, local_corpus: str, count: int, tok: str, *,
         out["commit"] = measure_commit(azurite.url("scale", "commits"), np)
         say(f"  commit of one shard: {out['commit']['ms']:.1f} ms median of "
             f"{out['commit']['shards']} ({out['commit']['load']})")
-        del indexed
     finally:
         os.environ.pop("AZURE_STORAGE_CONNECTION_STRING", None)
         azurite.stop()
