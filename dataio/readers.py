@@ -290,7 +290,11 @@ def _is_manifest(path: str) -> bool:
 def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> list[WorkItem]:
     """Cut files into work items; see the module docstring. Never raises for one bad file: a
     file that could not be listed or planned becomes one item carrying the reason, which the
-    reader raises in the worker (so only that file's shards fail)."""
+    reader raises in the worker (so only that file's shards fail).
+
+    Parquet files are planned from their footers, 16 read at a time (on object stores a few
+    requests each, so 10,000 files one after the other would take minutes)."""
+    groups_of = _parquet_row_groups_of([f for f in files if f.format == "parquet" and not f.error])
     items = []
     for f in files:
         if f.error:
@@ -300,10 +304,9 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> l
                 items.append(WorkItem(f.path, f.stem, f.format, k, start,
                                       min(start + split_bytes, f.size)))
         elif f.format == "parquet":
-            try:
-                groups = parquet_row_groups(f.path)
-            except CorruptFileError as exc:  # e.g. a short file: no footer to plan with
-                items.append(WorkItem(f.path, f.stem, f.format, 0, error=str(exc)))
+            groups = groups_of[f]
+            if isinstance(groups, CorruptFileError):  # e.g. a short file: no footer to plan with
+                items.append(WorkItem(f.path, f.stem, f.format, 0, error=str(groups)))
                 continue
             per_item = 8  # row groups per item: enough parallelism, few items per file
             chunks = [tuple(groups[i:i + per_item]) for i in range(0, len(groups), per_item)] or [()]
@@ -312,6 +315,22 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> l
         else:
             items.append(WorkItem(f.path, f.stem, f.format, 0))
     return items
+
+
+def _parquet_row_groups_of(files: Sequence[InputFile]) -> dict:
+    """{file: its row groups, or the CorruptFileError why not}, footers read 16 at a time."""
+    def one(f: InputFile):
+        try:
+            return parquet_row_groups(f.path)
+        except CorruptFileError as exc:
+            return exc
+
+    if len(files) < 2:
+        return {f: one(f) for f in files}
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        return dict(zip(files, pool.map(one, files)))
 
 
 def parquet_row_groups(path: str) -> list[int]:

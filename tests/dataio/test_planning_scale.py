@@ -88,6 +88,19 @@ def test_plan_items_cuts_a_parquet_file_by_row_groups(tmp_path):
     assert [g for i in items for g in i.row_groups] == list(range(50))
 
 
+def test_plan_items_of_many_parquet_files_in_order_with_a_corrupt_one(tmp_path):
+    for i in range(12):
+        pq.write_table(pa.table({"text": [f"doc {j}" for j in range(i + 1)]}),
+                       str(tmp_path / f"p{i:02d}.parquet"), row_group_size=1)
+    (tmp_path / "p05.parquet").write_bytes(b"PAR1 short")
+    files = readers.discover([str(tmp_path)])
+    items = readers.plan_items(files)
+    one_by_one = [i for f in files for i in readers.plan_items([f])]
+    assert items == one_by_one
+    assert [i.error != "" for i in items if i.stem == "p05"] == [True]
+    assert [len(i.row_groups) for i in items if i.stem == "p11"] == [8, 4]
+
+
 def test_stem_and_format_are_computed_once_per_file():
     f = readers.InputFile("/data/a.b.jsonl.zst", 1, "mtime:1")
     assert (f.stem, f.format) == ("a.b", "jsonl.zst")
