@@ -40,6 +40,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _backend_check_cache(tmp_path_factory):
+    """The fast backend's self-check cache (transforms.tokenizer.check_cache_path) of every test
+    in a temporary folder, never the user's ~/.cache; subprocesses inherit it."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 @pytest.fixture(scope="session")
 def corpus_dir(tmp_path_factory):
     """Three JSONL files: several scripts, code, emoji, empty and long documents."""

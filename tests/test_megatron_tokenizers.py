@@ -10,6 +10,7 @@ the tokenizer (fast: no pipeline), and each distinct output once through the who
 with the same flags.
 """
 
+import dataclasses
 import gzip
 import json
 import os
@@ -88,7 +89,11 @@ def test_tokenizer_gives_megatron_bytes(tmp_path, family, name, stored, flags):
     flags = _flags(family, flags)
     options = opts.parse(["--input", "x", "--output", "y", *flags])
     spec = options.view_as(opts.TokenizerOptions).tokenizer_spec()
-    tok = tk.load_tokenizer(spec)
+    # the backend the job would run (the fast one, routed, for the BPE model where it can)
+    backend, _ = tk.choose_backend(spec, _texts(family)[:20])
+    tok = tk.load_tokenizer(dataclasses.replace(spec, backend=backend))
+    if family == "spm" and name.startswith("bpe_") and "--legacy-tokenizer" not in flags:
+        assert backend == "fast", name
 
     def encode(text):
         ids, _ = tok.encode_batch([text])

@@ -35,6 +35,9 @@ from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
 HOLDOUT_DIR = "holdout"
+# Texts (documents, or sentences with --split-sentences) that the fast backend's routing sent to
+# the reference tokenizer because the fast one would give other ids for them.
+ROUTED_TO_REFERENCE = beam.metrics.Metrics.counter("tokenize", "texts_routed_to_reference")
 
 
 @dataclasses.dataclass
@@ -153,7 +156,10 @@ class _TokenizeFn(beam.DoFn):
 
             self._split = make_splitter(splitter=self._config.splitter, lang=self._config.lang,
                                         keep_newlines=self._config.keep_newlines)
-        self._docs = self._bytes = self._tokens = 0
+        self._docs = self._bytes = self._tokens = self._routed = 0
+        self._last_routed = getattr(self._tok, "last_routed", None)
+        if getattr(self._tok, "routing", None) is None:
+            self._last_routed = None
         self._next_log = self._config.log_interval
         self._start = time.monotonic()
 
@@ -231,6 +237,7 @@ class _TokenizeFn(beam.DoFn):
         one call per document, and the documents that raise on their own go into ``bad``."""
         try:
             ids, seg_lengths = self._tok.encode_batch(segments)
+            self._count_routed()
             return ids, seg_lengths, np.asarray(seg_doc, dtype=np.int64)
         except MemoryError:
             raise
@@ -246,6 +253,7 @@ class _TokenizeFn(beam.DoFn):
             if d not in bad:
                 try:
                     ids, seg_lengths = self._tok.encode_batch(segments[start:stop])
+                    self._count_routed()
                 except MemoryError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - whatever the tokenizer raises on it
@@ -259,14 +267,26 @@ class _TokenizeFn(beam.DoFn):
             return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
         return np.concatenate(id_parts), np.concatenate(length_parts), np.concatenate(doc_parts)
 
+    def _count_routed(self) -> None:
+        """Texts the fast backend sent to the reference in the last call (its routing: see
+        transforms.tokenizer.FastRouting), into the Beam counter and the progress line."""
+        if self._last_routed is not None:
+            routed = self._last_routed()
+            if routed:
+                self._routed += routed
+                ROUTED_TO_REFERENCE.inc(routed)
+
     def _progress(self, docs: int, num_bytes: int) -> None:
         self._docs += docs
         self._bytes += num_bytes
         if self._config.log_interval and self._docs >= self._next_log:
             self._next_log = (self._docs // self._config.log_interval + 1) * self._config.log_interval
             elapsed = max(time.monotonic() - self._start, 1e-9)
+            routed = "" if self._last_routed is None else \
+                f", {self._routed} texts routed to the reference tokenizer"
             print(f"Processed {self._docs} documents ({self._docs / elapsed:.1f} docs/s, "
-                  f"{self._bytes / elapsed / 2**20:.2f} MB/s, {self._tokens / elapsed:.0f} tokens/s).",
+                  f"{self._bytes / elapsed / 2**20:.2f} MB/s, {self._tokens / elapsed:.0f} tokens/s"
+                  f"{routed}).",
                   file=sys.stderr, flush=True)
 
 
