@@ -13,7 +13,7 @@ from dataio import errors, sink
 from pipelines import options as opts
 from pipelines import tokenize
 from transforms import documents as docs
-from transforms.tokenize import TokenizeDocuments
+from transforms.tokenize import TokenizeConfig, TokenizeDocuments
 
 errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
 
@@ -39,7 +39,8 @@ def build(pipeline: beam.Pipeline, job: tokenize.Job, *, storage=None, finish_ar
                   by_stem=shards_of_stem))
     planned = pipeline | "PlannedShards" >> beam.Create([(s.shard, s.fingerprint) for s in todo])
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
-        job.spec, job.config, on_bad_record=io.on_bad_record, storage=storage)
+        job.spec, TokenizeConfig(**vars(job.config)), on_bad_record=io.on_bad_record,
+        storage=storage)
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
         run_id=job.run_id)

@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from dataio import commits, errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
 from dataio import azure, indexed, naming, readers, workers
+from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import install_logging_filter, redact_argv
 from dataio.redact import redact as _redact
 from pipelines import options as opts
@@ -91,7 +93,7 @@ class Job:
     options: object  # pipelines.options.Flags, or PipelineOptions
     output: str
     spec: tk.TokenizerSpec
-    config: object  # transforms.tokenize.TokenizeConfig
+    config: types.SimpleNamespace  # TokenizeConfig's fields (the graph makes the config)
     tokenizer: dict
     dtype: np.dtype
     files: list[readers.InputFile]
@@ -227,8 +229,6 @@ def check_output(output: str, *, probe: bool) -> None:
 def plan(options, *, checked: bool = False) -> Job:
     """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip.
     ``checked``: :func:`preflight` ran already."""
-    from transforms.tokenize import HOLDOUT_DIR, TokenizeConfig
-
     io = seg = tok_opts = opts.flags(options)  # one Beam-free view of every flag
     if not checked:
         preflight(options)
@@ -248,11 +248,12 @@ def plan(options, *, checked: bool = False) -> Job:
         raise opts.OptionsError(f"--dtype {dtype}: the vocabulary has {tokenizer.vocab_size} ids, "
                                 "which do not fit; use int32")
     level = "sentence" if seg.split_sentences else "document"
-    config = TokenizeConfig(keys=tuple(io.json_keys), level=level, append_eod=tok_opts.append_eod,
-                            skip_empty=seg.skip_empty, holdout_fraction=seg.holdout_fraction,
-                            splitter=seg.sentence_splitter, lang=seg.lang,
-                            keep_newlines=seg.keep_newlines,
-                            log_interval=io.log_interval)
+    # transforms/tokenize.py imports Beam, which planning does without: TokenizeConfig's fields
+    config = types.SimpleNamespace(keys=tuple(io.json_keys), level=level,
+                                   append_eod=tok_opts.append_eod, skip_empty=seg.skip_empty,
+                                   holdout_fraction=seg.holdout_fraction,
+                                   splitter=seg.sentence_splitter, lang=seg.lang,
+                                   keep_newlines=seg.keep_newlines, log_interval=io.log_interval)
     settings = {"keys": list(config.keys), "level": level, "append_eod": config.append_eod,
                 "skip_empty": config.skip_empty, "holdout": config.holdout_fraction,
                 "id_key": seg.id_key, "splitter": config.splitter if seg.split_sentences else None,

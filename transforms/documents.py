@@ -10,6 +10,9 @@ library, which Megatron uses, gives up near 1,000 levels, so no record Megatron 
 The tokenize step adds the documents the sentence splitter or the tokenizer raises on (see
 transforms/tokenize.py): every DocumentBatch carries each document's file, line and byte offset
 so that those reports name file:line too, and they go to the same ``errors`` output.
+
+This module imports no Beam (the planner samples documents through :func:`read_documents`);
+``ReadDocuments`` lives in transforms/read.py and is reachable here by name.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import dataclasses
 import json
 from typing import Iterator, Sequence
 
-import apache_beam as beam
 import orjson
 
 from dataio import readers
@@ -232,40 +234,11 @@ def _json_id(line: bytes, id_key: str) -> str | None:
     return None if value is None else str(value)
 
 
-class _ReadDocumentsFn(beam.DoFn):
-    def __init__(self, keys, *, id_key, on_bad_record, max_docs, max_bytes, storage):
-        self._keys, self._id_key, self._on_bad = list(keys), id_key, on_bad_record
-        self._max_docs, self._max_bytes = max_docs, max_bytes
-        self._storage = storage
+def __getattr__(name: str):
+    # The Beam shell (transforms/read.py), imported on first use: planning reads documents
+    # through read_documents without importing Beam.
+    if name in ("ReadDocuments", "_ReadDocumentsFn"):
+        from transforms import read
 
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
-
-    def process(self, item: readers.WorkItem):
-        try:
-            for out in read_documents(item, self._keys, id_key=self._id_key,
-                                      max_docs=self._max_docs, max_bytes=self._max_bytes):
-                if isinstance(out, BadRecordReport):
-                    if self._on_bad == "fail":
-                        raise bad_record_error(out)
-                    yield beam.pvalue.TaggedOutput(ERRORS_TAG, (item.stem, out))
-                else:
-                    yield out
-        except (readers.CorruptFileError, OSError) as exc:
-            yield beam.pvalue.TaggedOutput(FAILED_TAG, FailedShard(item.stem, str(exc)))
-
-
-class ReadDocuments(beam.PTransform):
-    """WorkItems -> DocumentBatch (main), (stem, BadRecordReport) ('errors'),
-    FailedShard ('failed': a file that could not be read)."""
-
-    def __init__(self, keys, *, id_key=None, on_bad_record="skip", max_docs=2048,
-                 max_bytes=8 << 20, storage=None):
-        super().__init__()
-        self._fn = _ReadDocumentsFn(keys, id_key=id_key, on_bad_record=on_bad_record,
-                                    max_docs=max_docs, max_bytes=max_bytes, storage=storage)
-
-    def expand(self, items):
-        return items | "Read" >> beam.ParDo(self._fn).with_outputs(ERRORS_TAG, FAILED_TAG,
-                                                                   main="documents")
+        return getattr(read, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -98,3 +98,31 @@ def test_a_run_says_which_workers_it_chose(tmp_path, capsys, monkeypatch):
     assert "workers: 1 (auto: reference backend" in err
     assert tokenize.run(ARGV + ["--workers", "1"]) == 0  # all skipped: no pipeline, no line
     assert "workers:" not in capsys.readouterr().err
+
+
+def test_planning_a_rerun_and_a_dry_run_import_no_beam(tmp_path):
+    """The planner and an all-skip rerun read flags, inputs and commit records only; the holdout
+    folder the planner names is the one the tokenize transform writes."""
+    probe = f"""
+import json, os, sys
+os.chdir({str(tmp_path)!r}); os.makedirs("in")
+open("in/a.jsonl", "w").write(json.dumps({{"text": "1 2", "title": "3"}}) + "\\n")
+from pipelines import tokenize
+argv = {ARGV!r}
+assert tokenize.run(argv + ["--dry-run"]) == 0
+assert "apache_beam" not in sys.modules, "dry run"
+import subprocess  # the first run (it imports Beam) in a process of its own
+subprocess.run([sys.executable, "-m", "pipelines.tokenize", *argv], check=True,
+               env={{**os.environ, "PYTHONPATH": {ROOT!r}}}, capture_output=True)
+assert tokenize.run(argv) == 0
+assert "apache_beam" not in sys.modules, "rerun"
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
+    from dataio import dataset
+    from transforms import tokenize as tz
+
+    assert tokenize.HOLDOUT_DIR == dataset.HOLDOUT_DIR == tz.HOLDOUT_DIR
