@@ -1,17 +1,21 @@
 """End-to-end throughput and memory of the tokenize job against its ceilings and a Megatron-style
-reference, on a generated multilingual corpus and a 32k byte-level BPE trained on it.
+reference, on a generated multilingual corpus and, trained on it, a 32k byte-level BPE
+(``--model bpe``) and a 32k SentencePiece BPE with byte fallback (``--model spm``).
 
-    python bench/throughput.py [--mb 200] [--vocab 32000] [--workdir DIR] [--repeats 1]
+    python bench/throughput.py [--mb 200] [--vocab 32000] [--model bpe spm] [--workdir DIR]
+                               [--repeats 1]
 
-Rows (one run of each unless --repeats; medians printed):
-  (a) reference tokenizer (HF tokenizers encode_batch_fast), in memory, all cores
-  (b) fast backend (gigatoken encode_batch), in memory, all cores
+Rows per model (one run of each unless --repeats; medians printed):
+  (a) reference tokenizer in memory, all cores: HF tokenizers encode_batch_fast / sentencepiece
+      encode(list) (its num_threads: all cores)
+  (b) fast backend (gigatoken encode_batch), in memory, all cores, no routing
   (c) Megatron-style: multiprocessing.Pool(cores).imap(encode one document, chunksize=32) with
       the reference tokenizer, writing .bin/.idx with a list-based builder, like
       tools/preprocess_data.py
   (d) python -m pipelines.tokenize, whole process, --workers 1 and --workers 2; "in-job" is the
       job's own summary time (planning done to last commit: no interpreter or Beam import)
-Then (d) again on the corpus repeated 4 times, for peak RSS.
+Then (d) again on the corpus repeated 4 times, for peak RSS (--skip-4x to leave out), and the
+shards of (d) compared byte for byte (cmp) with a --tokenizer-backend reference run.
 Peak RSS of a subprocess tree = ru_maxrss of its largest process (RUSAGE_CHILDREN).
 """
 
@@ -70,13 +74,25 @@ def peak_rss_mb_children() -> float:
 
 # --- (a), (b): in-memory ceilings --------------------------------------------------------------
 
-def ceiling(kind: str, tokenizer_dir: str, paths) -> dict:
+def ceiling(kind: str, tokenizer_dir: str, paths, model: str = "bpe") -> dict:
     """Tokenize every text already in memory, in batches of 2048 (a fresh process)."""
     code = f"""
 import json, sys, time, resource
 texts = [json.loads(l)["text"] for p in json.loads(sys.argv[1]) for l in open(p, encoding="utf-8")]
 t = time.perf_counter()
-if {kind!r} == "reference":
+if {model!r} == "spm" and {kind!r} == "reference":
+    import sentencepiece
+    sp = sentencepiece.SentencePieceProcessor(model_file={tokenizer_dir!r})
+    n = 0
+    for i in range(0, len(texts), 2048):
+        n += sum(len(ids) for ids in sp.encode(texts[i:i+2048]))
+elif {model!r} == "spm":
+    import gigatoken
+    g = gigatoken.Tokenizer.from_sentencepiece({tokenizer_dir!r})
+    n = 0
+    for i in range(0, len(texts), 2048):
+        n += len(g.encode_batch(texts[i:i+2048]).layout.content)
+elif {kind!r} == "reference":
     import tokenizers
     tok = tokenizers.Tokenizer.from_file({os.path.join(tokenizer_dir, 'tokenizer.json')!r})
     n = 0
@@ -102,22 +118,29 @@ _TOK = None
 
 def _init(path):
     global _TOK
+    if path.endswith(".model"):  # Megatron's SentencePieceTokenizer: encode_as_ids(text)
+        import sentencepiece
+
+        _TOK = sentencepiece.SentencePieceProcessor(model_file=path).encode_as_ids
+        return
     import tokenizers
 
-    _TOK = tokenizers.Tokenizer.from_file(path)
+    tok = tokenizers.Tokenizer.from_file(path)
+    _TOK = lambda text: tok.encode(text, add_special_tokens=False).ids  # noqa: E731
 
 
 def _encode(line):
     text = json.loads(line)["text"]
-    ids = _TOK.encode(text, add_special_tokens=False).ids
+    ids = _TOK(text)
     return ids + [0] if ids else [], len(line)
 
 
 def megatron_style(paths, tokenizer_dir, out_dir) -> dict:
     t = time.perf_counter()
     tokens = 0
-    with mp.Pool(os.cpu_count(), initializer=_init,
-                 initargs=(os.path.join(tokenizer_dir, "tokenizer.json"),)) as pool:
+    path = tokenizer_dir if tokenizer_dir.endswith(".model") else \
+        os.path.join(tokenizer_dir, "tokenizer.json")
+    with mp.Pool(os.cpu_count(), initializer=_init, initargs=(path,)) as pool:
         for path in paths:
             prefix = os.path.join(out_dir, os.path.basename(path) + "_mlm")
             lengths, doc_idx = [], [0]
@@ -140,8 +163,9 @@ def megatron_style(paths, tokenizer_dir, out_dir) -> dict:
 
 def pipeline(input_dir, tokenizer_dir, out_dir, workers: int, backend: str = "auto") -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
+    kind = "SentencePieceTokenizer" if tokenizer_dir.endswith(".model") else "HuggingFaceTokenizer"
     cmd = [sys.executable, "-m", "pipelines.tokenize", "--input", input_dir, "--output", out_dir,
-           "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tokenizer_dir,
+           "--tokenizer-type", kind, "--tokenizer-model", tokenizer_dir,
            "--append-eod", "--log-interval", "0", "--workers", str(workers),
            "--tokenizer-backend", backend]
     code = ("import resource, subprocess, sys, time, json; t=time.perf_counter(); "
@@ -156,7 +180,39 @@ def pipeline(input_dir, tokenizer_dir, out_dir, workers: int, backend: str = "au
     result["tokens"] = meta["totals"]["tokens"]
     # the job's own summary: seconds from planning done to commit (no interpreter/Beam import)
     result["in_job"] = float(re.search(r"seconds +([0-9.]+)", result.pop("stdout")).group(1))
+    result["backend"] = meta["tokenizer"]["backend"]
     return result
+
+
+def shards_identical(a: str, b: str) -> str:
+    """'identical' when the folders hold the same .bin/.idx files byte for byte (cmp)."""
+    names = sorted(n for n in os.listdir(a) if n.endswith((".bin", ".idx")))
+    if names != sorted(n for n in os.listdir(b) if n.endswith((".bin", ".idx"))):
+        return "DIFFERENT file names"
+    for name in names:
+        if subprocess.run(["cmp", "-s", os.path.join(a, name), os.path.join(b, name)]).returncode:
+            return f"DIFFERENT: {name}"
+    return f"identical ({len(names)} files)"
+
+
+def train_spm(texts, path: str, vocab: int) -> str:
+    """SentencePiece BPE with byte fallback, Llama-2's settings: identity normalisation, extra
+    whitespace kept, digits split, whitespace-only pieces allowed."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab, model_type="bpe",
+        byte_fallback=True, character_coverage=0.9999, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, split_digits=True, allow_whitespace_only_pieces=True,
+        bos_id=1, eos_id=2, unk_id=0,
+        pad_id=-1, minloglevel=2, num_threads=os.cpu_count(), input_sentence_size=200000,
+        max_sentence_length=1 << 16)
+    with open(path, "wb") as f:
+        f.write(model.getvalue())
+    return path
 
 
 def median_of(fn, repeats):
@@ -166,42 +222,22 @@ def median_of(fn, repeats):
     return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=int, default=200)
-    parser.add_argument("--vocab", type=int, default=32000)
-    parser.add_argument("--workdir", default=None)
-    parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--skip-4x", action="store_true")
-    parser.add_argument("--backend", default="auto", choices=["auto", "reference", "fast"],
-                        help="--tokenizer-backend of the pipeline runs (d)")
-    parser.add_argument("--only-pipeline", action="store_true",
-                        help="skip (a)-(c): only the pipeline rows (e.g. a memory check)")
-    args = parser.parse_args()
-    work = args.workdir or tempfile.mkdtemp(prefix="tokenbeam-bench-")
-    corpus = os.path.join(work, "corpus")
-    paths = make_corpus(corpus, args.mb)
-    nbytes = sum(os.path.getsize(p) for p in paths)
-    tok_dir = os.path.join(work, f"bpe{args.vocab}")
-    if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
-        sample = load_texts(paths[:1])[:20000]
-        demo.train_bpe(sample, tok_dir, vocab_size=args.vocab)
-    print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; tokenizer: byte-level BPE "
-          f"{args.vocab}; cores: {os.cpu_count()}", flush=True)
+def bench_model(args, work, corpus, paths, nbytes, tok, model, title) -> None:
+    print(f"\n== {title}", flush=True)
     rows = {}
     if not args.only_pipeline:
-        rows["(a) reference in memory"] = median_of(lambda: ceiling("reference", tok_dir, paths),
-                                                    args.repeats)
-        rows["(b) fast in memory"] = median_of(lambda: ceiling("fast", tok_dir, paths), args.repeats)
-        out = os.path.join(work, "out")
+        rows["(a) reference in memory"] = median_of(
+            lambda: ceiling("reference", tok, paths, model), args.repeats)
+        rows["(b) fast in memory"] = median_of(lambda: ceiling("fast", tok, paths, model),
+                                               args.repeats)
+        out = os.path.join(work, f"out_{model}")
         os.makedirs(out, exist_ok=True)
-        rows["(c) Megatron-style pool"] = median_of(lambda: megatron_style(paths, tok_dir, out),
+        rows["(c) Megatron-style pool"] = median_of(lambda: megatron_style(paths, tok, out),
                                                     args.repeats)
     for w in (1, 2):
         rows[f"(d) pipeline --workers {w}"] = median_of(
-            lambda: pipeline(corpus, tok_dir, os.path.join(work, f"out_d{w}"), w, args.backend),
-            args.repeats)
+            lambda: pipeline(corpus, tok, os.path.join(work, f"out_{model}_d{w}"), w,
+                             args.backend), args.repeats)
     if not args.skip_4x:
         corpus4 = os.path.join(work, "corpus4x")
         os.makedirs(corpus4, exist_ok=True)
@@ -212,15 +248,18 @@ def main() -> int:
                     os.link(p, target) if hasattr(os, "link") else shutil.copy(p, target)
         best = min((1, 2), key=lambda w: rows[f"(d) pipeline --workers {w}"]["seconds"])
         rows[f"(d) pipeline --workers {best}, 4x corpus"] = pipeline(
-            corpus4, tok_dir, os.path.join(work, "out_4x"), best, args.backend)
+            corpus4, tok, os.path.join(work, f"out_{model}_4x"), best, args.backend)
+    reference_out = os.path.join(work, f"out_{model}_reference")
+    pipeline(corpus, tok, reference_out, 2, "reference")
     print(f"\n{'run':<38} {'MB/s':>8} {'Mtok/s':>8} {'peak RSS MB':>12} {'seconds':>8} "
-          f"{'in-job MB/s':>12}")
+          f"{'in-job MB/s':>12} {'backend':>9}")
     for name, r in rows.items():
         size = nbytes * (4 if "4x" in name else 1)
         rss = f"{r['rss']:.0f}" if r.get("rss") else "-"
         in_job = f"{size / 2**20 / r['in_job']:.2f}" if r.get("in_job") else "-"
-        print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} {r['tokens'] / r['seconds'] / 1e6:>8.2f} "
-              f"{rss:>12} {r['seconds']:>8.1f} {in_job:>12}")
+        print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} "
+              f"{r['tokens'] / r['seconds'] / 1e6:>8.2f} {rss:>12} {r['seconds']:>8.1f} "
+              f"{in_job:>12} {r.get('backend', '-'):>9}")
     d = min(rows[f"(d) pipeline --workers {w}"]["seconds"] for w in (1, 2))
     if not args.only_pipeline:
         print(f"\n(d)/(b) = {rows['(b) fast in memory']['seconds'] / d:.2f}   "
@@ -230,6 +269,44 @@ def main() -> int:
         one = min((rows[f"(d) pipeline --workers {w}"] for w in (1, 2)), key=lambda r: r["seconds"])
         four = [v for k, v in rows.items() if "4x" in k][0]
         print(f"peak RSS 4x / 1x = {four['rss'] / one['rss']:.2f}")
+    for w in (1, 2):
+        print(f"(d) --workers {w} vs --tokenizer-backend reference: "
+              f"{shards_identical(os.path.join(work, f'out_{model}_d{w}'), reference_out)}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=200)
+    parser.add_argument("--vocab", type=int, default=32000)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--model", nargs="+", default=["bpe", "spm"], choices=["bpe", "spm"])
+    parser.add_argument("--skip-4x", action="store_true")
+    parser.add_argument("--backend", default="auto", choices=["auto", "reference", "fast"],
+                        help="--tokenizer-backend of the pipeline runs (d)")
+    parser.add_argument("--only-pipeline", action="store_true",
+                        help="skip (a)-(c): only the pipeline rows (e.g. a memory check)")
+    args = parser.parse_args()
+    work = args.workdir or tempfile.mkdtemp(prefix="tokenbeam-bench-")
+    corpus = os.path.join(work, "corpus")
+    paths = make_corpus(corpus, args.mb)
+    nbytes = sum(os.path.getsize(p) for p in paths)
+    print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; cores: {os.cpu_count()}; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    for model in args.model:
+        if model == "bpe":
+            tok = os.path.join(work, f"bpe{args.vocab}")
+            if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+                demo.train_bpe(load_texts(paths[:1])[:20000], tok, vocab_size=args.vocab)
+            title = f"byte-level BPE {args.vocab}"
+        else:
+            tok = os.path.join(work, f"spm{args.vocab}.model")
+            if not os.path.exists(tok):
+                train_spm(load_texts(paths[:1])[:20000], tok, args.vocab)
+            title = f"SentencePiece BPE {args.vocab}, byte fallback"
+        bench_model(args, work, corpus, paths, nbytes, tok, model, title)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0

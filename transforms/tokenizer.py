@@ -1315,8 +1315,8 @@ def _check_fast(spec: TokenizerSpec, reference: Tokenizer,
     checked = (f"gigatoken gave identical ids on {len(ADVERSARIAL) + len(ROUTING_PROBES)} "
                f"adversarial texts and {len(samples)} input samples")
     if fast.routing is not None:
-        checked += ("; texts with characters it gets wrong go to the reference "
-                    f"({spec.kind} normaliser)")
+        checked += ("; the kinds of text it gets wrong with this model's normaliser and pieces "
+                    "go to the reference")
     return None, checked
 
 
