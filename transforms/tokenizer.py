@@ -1266,7 +1266,7 @@ def check_cache_path() -> str:
 
 def _check_key(spec: TokenizerSpec) -> str:
     versions = {}
-    for package in ("gigatoken", "tokenizers", "sentencepiece"):
+    for package in ("gigatoken", "tokenizers", "sentencepiece", "regex"):  # regex: GCB data
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
