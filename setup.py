@@ -31,7 +31,9 @@ setup(
         "azure": ["adlfs>=2025.8", "azure-identity>=1.20", "azure-storage-blob>=12.25",
                   "azure-storage-file-datalake>=12.20"],
         # gigatoken is pre-1.0 and its API still moves between minors: pin the minor we test.
-        "fast": ["gigatoken==0.10.*"],
+        # regex: the Unicode grapheme classes the SentencePiece routing reads
+        # (transforms/tokenizer.py); tiktoken brings it too, but the routing must not rely on that.
+        "fast": ["gigatoken==0.10.*", "regex>=2024.11"],
         # sentencex: the default splitter (boundaries may move between minors: pin the one we
         # test). nltk: --sentence-splitter nltk (Megatron parity); punkt_tab needs >= 3.9.1.
         "sentences": ["sentencex>=1.0.32,<1.1", "nltk>=3.9.1"],
