@@ -69,6 +69,15 @@ class Netns:
         return ["ip", "netns", "exec", self.name]
 
     def delete(self) -> None:
+        """Kill whatever still runs inside (processes of other groups: executors, drivers,
+        SDK workers), then remove the namespace."""
+        pids = subprocess.run(["ip", "netns", "pids", self.name], capture_output=True,
+                              text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
         subprocess.run(["ip", "netns", "delete", self.name], capture_output=True)
 
 
@@ -219,13 +228,6 @@ class LocalSpark:
         # Executors, Livy's spark-submit drivers and their SDK workers live in other process
         # groups: whatever still runs inside the namespace goes with it.
         if self._netns is not None:
-            out = subprocess.run(["ip", "netns", "pids", self._netns.name], capture_output=True,
-                                 text=True).stdout.split()
-            for pid in out:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
             self._netns.delete()
             self._netns = None
         self._procs.clear()

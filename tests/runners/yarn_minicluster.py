@@ -126,13 +126,6 @@ class LocalYarn:
         if self._netns is not None:
             # Containers (the Spark driver and executors, the SDK workers) the NodeManager did
             # not take down live in other process groups, but in this namespace.
-            pids = subprocess.run(["ip", "netns", "pids", self._netns.name], capture_output=True,
-                                  text=True).stdout.split()
-            for pid in pids:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
             self._netns.delete()
             self._netns = None
 
