@@ -57,10 +57,12 @@ def has_parts(out):
 
 
 def one_line_error(stderr):
-    """The lines a user sees, without the noise Beam prints at import and the backend line."""
+    """The lines a user sees, without the noise Beam prints at import and the progress lines
+    naming the backend and the number of workers."""
     assert "Traceback" not in stderr, stderr
     return [line for line in stderr.splitlines()
-            if line and "apitools not found" not in line and not line.startswith(SAMPLED)]
+            if line and "apitools not found" not in line
+            and not line.startswith((SAMPLED, "workers: "))]
 
 
 @pytest.fixture(scope="module")

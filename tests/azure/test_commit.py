@@ -15,6 +15,8 @@ from dataio import fs as fsutil
 from pipelines import count as count_cli
 from pipelines import validate as validate_cli
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BLOCK_MB = 0.0625   # 64 KiB blocks, so a few hundred KiB already upload in several blocks
 
@@ -78,8 +80,6 @@ def test_aborted_writer_leaves_nothing(configured, azurite, container):
 _KILLED_WRITER = """
 import sys, time, numpy as np
 from dataio import azure, indexed
-
-pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 azure.configure_worker()          # the plan and the secret come from the environment
 w = indexed.IndexedDatasetWriter(sys.argv[1], dtype=np.uint16)
 rng = np.random.default_rng(3)

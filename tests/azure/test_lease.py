@@ -13,6 +13,8 @@ import pytest
 
 from dataio import azure
 
+pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -130,8 +132,6 @@ def test_lease_of_a_killed_holder_expires_and_can_be_taken(azurite, container):
 _HOLDING_OUTPUT_LOCK = """
 import sys, time
 from dataio import azure, lock
-
-pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 azure.configure_from_options({}, paths=[sys.argv[1]])
 held = lock.acquire(sys.argv[1], run_id="victim-run")
 print("held", flush=True)
