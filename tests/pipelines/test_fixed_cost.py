@@ -100,6 +100,7 @@ def test_a_run_says_which_workers_it_chose(tmp_path, capsys, monkeypatch):
     assert "workers:" not in capsys.readouterr().err
 
 
+@pytest.mark.slow  # two whole-command subprocesses
 def test_planning_a_rerun_and_a_dry_run_import_no_beam(tmp_path):
     """The planner and an all-skip rerun read flags, inputs and commit records only; the holdout
     folder the planner names is the one the tokenize transform writes."""

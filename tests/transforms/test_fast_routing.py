@@ -99,6 +99,7 @@ def _sweep(models, name, contexts):
             assert _differences(gigatoken_alone, ref, texts)
 
 
+@pytest.mark.slow  # every code point in two contexts per model: ~10 s
 @pytest.mark.parametrize("name", ["nmt_nfkc", "identity"])
 def test_every_code_point_in_contexts(models, name):
     _sweep(models, name, UNIT_CONTEXTS[name])

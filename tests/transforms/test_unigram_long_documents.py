@@ -115,6 +115,7 @@ def test_huge_sentencepiece_unigram_document_equals_whole(document, tmp_path, mo
     assert got == whole + [tok.eod]
 
 
+@pytest.mark.slow  # a 2 MB document through an HF Unigram model, twice
 def test_huge_hf_unigram_document_equals_whole(document, hf_unigram, monkeypatch):
     from tokenizers import Tokenizer
 
