@@ -1109,8 +1109,8 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
                         BlobLeaseClient(client).break_lease(
                             lease_break_period=0, etag=download.properties.etag,
                             match_condition=MatchConditions.IfNotModified)
-                    except (ResourceNotFoundError, HttpResponseError) as error:
-                        if getattr(error, "status_code", 404) not in (404, 409, 412):
+                    except HttpResponseError as error:   # gone, or changed since read
+                        if error.status_code not in (404, 409, 412):
                             raise
                     stale = text
                     continue
