@@ -40,7 +40,7 @@ import numpy as np
 from dataio import commits, errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio import azure, indexed, naming, readers, workers
+from dataio import azure, indexed, input_hashes, naming, readers, workers
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import install_logging_filter, redact_argv
 from dataio.redact import redact as _redact
@@ -130,7 +130,10 @@ def _content_hashes(files: list[readers.InputFile]) -> dict[str, str | None]:
     """--verify-inputs: the content hash of every input whose version is an mtime. An etag
     (object stores) changes with every write already, and hashing would download the corpus."""
     local = [f.path for f in files if not f.version.lower().startswith("etag:")]
-    return fsutil.content_hashes(local)
+    # Local files' hashes are remembered by file identity between runs (dataio/input_hashes.py):
+    # a rerun that skips every shard reads no input.
+    remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)])
+    return {**remembered, **fsutil.content_hashes([p for p in local if not fsutil.is_local(p)])}
 
 
 def preflight(options) -> None:

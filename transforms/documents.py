@@ -35,8 +35,10 @@ class BadRecord(ValueError):
     """A record that cannot be used; ``str(exc)`` is the reason."""
 
 
-def _check_text(value, key: str) -> str | list[str]:
-    """The value itself (a string or a list of strings) once it is known to be usable."""
+def _check_text(value, key: str, *, surrogates_possible: bool = True) -> str | list[str]:
+    """The value itself (a string or a list of strings) once it is known to be usable.
+    ``surrogates_possible``: False for values orjson decoded (it rejects lone surrogates), which
+    saves encoding every text once more."""
     if isinstance(value, str):
         texts = [value]
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -46,7 +48,7 @@ def _check_text(value, key: str) -> str | list[str]:
     else:
         raise BadRecord(f"value of key {key!r} is not a string or list of strings "
                         f"(got {type(value).__name__})")
-    for t in texts:
+    for t in texts if surrogates_possible else ():
         try:
             t.encode("utf-8")
         except UnicodeEncodeError as exc:
@@ -59,9 +61,11 @@ def parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[st
     """The value (string or list of strings) of each key in one JSONL line; raises BadRecord."""
     if not line.strip():
         raise BadRecord("blank line")
+    surrogates_possible = False
     try:
-        obj = orjson.loads(line)
+        obj = orjson.loads(line)  # rejects lone surrogates, escaped or not
     except orjson.JSONDecodeError as exc:
+        surrogates_possible = True
         if "depth limit" in str(exc):
             # Decided by orjson's fixed limit, not by the standard library's, which depends on
             # how deep the caller's stack already is: the same line could pass on one runner
@@ -85,7 +89,7 @@ def parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[st
     if missing:
         raise BadRecord(f"missing key {missing[0]!r} (keys present: "
                         f"{', '.join(sorted(obj)[:10]) or 'none'}); set --json-keys")
-    return {k: _check_text(obj[k], k) for k in keys}
+    return {k: _check_text(obj[k], k, surrogates_possible=surrogates_possible) for k in keys}
 
 
 def snippet(data) -> str:

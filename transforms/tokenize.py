@@ -21,6 +21,7 @@ gives the same ids as the batched call, so the output bytes do not change.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import hashlib
 import sys
@@ -29,6 +30,9 @@ from typing import Callable, Sequence
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.transforms.window import BoundedWindow, GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from dataio import naming
 from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
@@ -162,6 +166,7 @@ class _TokenizeFn(beam.DoFn):
             self._last_routed = None
         self._next_log = self._config.log_interval
         self._start = time.monotonic()
+        self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenize")
 
     def _segments(self, value) -> list[str]:
         if isinstance(value, list):
@@ -170,7 +175,48 @@ class _TokenizeFn(beam.DoFn):
             return self._split(value)
         return [value]
 
-    def process(self, batch: DocumentBatch):
+    def start_bundle(self):
+        self._pending = None  # (future of the last batch's outputs, its window and timestamp)
+
+    def process(self, batch: DocumentBatch, window=beam.DoFn.WindowParam,
+                timestamp=beam.DoFn.TimestampParam):
+        # Overlap: this batch is split and encoded on the helper thread (the native tokenizers
+        # release the GIL) while Beam reads and parses the next one on this thread; a batch's
+        # outputs come out with the next call, or at the end of the bundle.
+        if not isinstance(window, BoundedWindow):  # called by hand, not by a runner (tests)
+            window, timestamp = GlobalWindow(), MIN_TIMESTAMP
+        pending = self._pending
+        self._pending = (self._helper.submit(self._tokenize, batch), window, timestamp)
+        if pending is not None:
+            yield from self._emit(*pending)
+
+    def finish_bundle(self):
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            yield from self._emit(*pending)
+
+    def teardown(self):
+        helper = getattr(self, "_helper", None)
+        if helper is not None:
+            helper.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _emit(future, window, timestamp):
+        outputs, routed = future.result()
+        if routed:
+            ROUTED_TO_REFERENCE.inc(routed)  # Beam's counters: on the bundle's thread
+        for out in outputs:
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(out.tag, WindowedValue(out.value, timestamp, (window,)))
+            else:
+                yield WindowedValue(out, timestamp, (window,))
+
+    def _tokenize(self, batch: DocumentBatch) -> tuple[list, int]:
+        """(outputs, texts routed to the reference) of one batch; runs on the helper thread."""
+        self._routed_now = 0
+        return list(self._outputs(batch)), self._routed_now
+
+    def _outputs(self, batch: DocumentBatch):
         cfg = self._config
         bad: dict[int, tuple[str, str]] = {}  # document -> (key, reason); bad for one key = for all
         # Every key is split and encoded before anything is yielded: a document found bad for
@@ -269,12 +315,11 @@ class _TokenizeFn(beam.DoFn):
 
     def _count_routed(self) -> None:
         """Texts the fast backend sent to the reference in the last call (its routing: see
-        transforms.tokenizer.FastRouting), into the Beam counter and the progress line."""
+        transforms.tokenizer.FastRouting), for the progress line and the Beam counter."""
         if self._last_routed is not None:
-            routed = self._last_routed()
-            if routed:
-                self._routed += routed
-                ROUTED_TO_REFERENCE.inc(routed)
+            routed = self._last_routed()  # this thread's last call
+            self._routed += routed
+            self._routed_now += routed
 
     def _progress(self, docs: int, num_bytes: int) -> None:
         self._docs += docs

@@ -13,6 +13,7 @@ from dataio import readers
 from transforms import documents as docs
 from transforms import tokenize as tz
 from transforms.tokenizer import TokenizerSpec
+from dofn_bundle import bundle
 from punkt_data import megatron_language_vars
 
 
@@ -79,11 +80,11 @@ def _tokenize_fn(**config):
 
 def test_only_a_batch_that_raises_is_redone_per_document(tmp_path):
     fn, calls = _tokenize_fn()
-    [out] = list(fn.process(_batch(tmp_path, ["1 2", "3", "4 5 6"])))
+    [out] = bundle(fn, _batch(tmp_path, ["1 2", "3", "4 5 6"]))
     assert calls == [3]  # a good batch: one tokenizer call
     assert out.tokens.tolist() == [1, 2, 50, 3, 50, 4, 5, 6, 50]
     calls.clear()
-    outs = list(fn.process(_batch(tmp_path, ["1 2", "3 three", "", "4 5 6"])))
+    outs = bundle(fn, _batch(tmp_path, ["1 2", "3 three", "", "4 5 6"]))
     assert calls == [4, 1, 1, 1, 1]  # the batch, then each document on its own
     [error] = [o.value for o in outs if hasattr(o, "tag")]
     [tokens] = [o for o in outs if not hasattr(o, "tag")]
@@ -96,7 +97,7 @@ def test_only_a_batch_that_raises_is_redone_per_document(tmp_path):
 
 def test_a_batch_of_only_bad_documents_yields_no_tokens(tmp_path):
     fn, _ = _tokenize_fn()
-    outs = list(fn.process(_batch(tmp_path, ["x", "y z"])))
+    outs = bundle(fn, _batch(tmp_path, ["x", "y z"]))
     assert [o.value[1].line for o in outs] == [1, 2]
 
 
@@ -104,7 +105,7 @@ def test_on_bad_record_fail_raises_with_file_and_line(tmp_path):
     fn, _ = _tokenize_fn()
     fn._on_bad_record = "fail"
     with pytest.raises(docs.BadRecord, match=r"d\.jsonl:2: the tokenizer failed on key 'text'"):
-        list(fn.process(_batch(tmp_path, ["1", "two"])))
+        bundle(fn, _batch(tmp_path, ["1", "two"]))
 
 
 # --- punkt's boundary search -------------------------------------------------------------------

@@ -14,6 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from transforms import tokenize as tz
 from transforms.documents import ERRORS_TAG, DocumentBatch
 from transforms.tokenizer import TokenizerSpec
+from dofn_bundle import bundle
 
 NULL = TokenizerSpec(kind="NullTokenizer", vocab_size=1000)  # "1 2 3" -> [1, 2, 3]; EOD 1000
 EOD = 1000
@@ -126,11 +127,44 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     worker.setup()
     assert loads == [NULL] and adopted == [azure_storage_plan]
     assert worker._eod == EOD
-    for i in range(3):
-        out = list(worker.process(doc_batch({"text": [str(i)]}, batch=i)))
-        assert [tb.tokens.tolist() for tb in out] == [[i, EOD]]
+    out = bundle(worker, *[doc_batch({"text": [str(i)]}, batch=i) for i in range(3)])
+    assert [tb.tokens.tolist() for tb in out] == [[i, EOD] for i in range(3)]
     assert len(loads) == 1  # once per DoFn instance, not per batch
     assert worker._docs == 3 and worker._tokens == 6  # what it counts for the progress line
+
+
+def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
+    # Overlap: process() hands the batch to the helper thread and returns the previous batch's
+    # outputs; finish_bundle() the last one's. Order, windows and counts are kept.
+    import threading
+
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    fn = tz._TokenizeFn(NULL, config(append_eod=True))
+    fn.setup()
+    threads = []
+    encode = fn._tok.encode_batch
+    fn._tok.encode_batch = lambda texts: (threads.append(threading.current_thread()),
+                                          encode(texts))[1]
+    fn.start_bundle()
+    first = list(fn.process(doc_batch({"text": ["1 2"]}, batch=0)))
+    second = list(fn.process(doc_batch({"text": ["3"]}, batch=1)))
+    last = list(fn.finish_bundle())
+    assert first == []  # still encoding
+    assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD]]
+    assert [o.value.tokens.tolist() for o in last] == [[3, EOD]]
+    assert all(isinstance(o, WindowedValue) for o in second + last)
+    assert threads and all(t is not threading.current_thread() for t in threads)
+    fn.teardown()
+
+
+def test_a_failure_on_the_helper_thread_reaches_the_bundle():
+    fn = tz._TokenizeFn(NULL, config(), on_bad_record="fail")
+    fn.setup()
+    with pytest.raises(Exception, match="tokenizer failed on key 'text'"):
+        bundle(fn, doc_batch({"text": ["1", "two"]}, batch=0), doc_batch({"text": ["3"]}, batch=1))
+    assert bundle(fn, doc_batch({"text": ["4"]}, batch=2))[0].tokens.tolist() == [4]  # next bundle
+    fn.teardown()
 
 
 def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path):
@@ -141,7 +175,7 @@ def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path):
                           [None, None], [14, 28])
     fn = tz._TokenizeFn(NULL, config())  # driven directly: the same DoFn the transform runs
     fn.setup()
-    errors = [o.value for o in fn.process(batch) if isinstance(o, beam.pvalue.TaggedOutput)]
+    errors = [o.value for o in bundle(fn, batch) if isinstance(o, beam.pvalue.TaggedOutput)]
     assert [(stem, r.line, r.offset) for stem, r in errors] == [("r", 3, 28)]
 
 
