@@ -387,6 +387,13 @@ def refuse_same_location(outputs: list[str], inputs: list[str], *, flag: str) ->
                 f"the input would be destroyed; choose another {flag}")
 
 
+def cache_dir() -> str:
+    """tokenbeam's per-user cache folder: ``$XDG_CACHE_HOME/tokenbeam`` (else
+    ``~/.cache/tokenbeam``). What is kept there only saves work: any of it may be deleted."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tokenbeam")
+
+
 # -- content hash: resume notices a change that keeps size and mtime ----------------------------
 
 CONTENT_HASH = "sha256"  # hashlib's fastest here (SHA-NI); xxhash/blake3 are not dependencies

@@ -32,8 +32,7 @@ _VERSION = 1
 
 
 def cache_path() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tokenbeam", "input-hashes.json")
+    return os.path.join(fsutil.cache_dir(), "input-hashes.json")
 
 
 def _identity(st: os.stat_result) -> list[int]:

@@ -38,6 +38,7 @@ if __name__ == "__main__":
     silent.setLevel(logging.CRITICAL + 1)
     logging.getLogger().addHandler(silent)
 
+    import pipelines  # noqa: F401 - Beam's Azure filesystem stays unloaded (pipelines/__init__.py)
     from dataio import errors, workers
 
     workers.guard_worker()

@@ -179,3 +179,25 @@ def test_unigram_has_no_fast_backend_and_is_cached_so(tmp_path):
     for _ in range(2):
         backend, why = tk.choose_backend(spec, ["x"])
         assert backend == "reference" and "BPE" in why
+
+
+def test_gigatoken_conversion_is_cached_and_a_damaged_cache_is_rewritten(models, tmp_path,
+                                                                          monkeypatch):
+    # The .model -> gigatoken JSON conversion is kept in the cache folder; a damaged file there
+    # is converted again, and the ids stay gigatoken's own.
+    import glob
+
+    import gigatoken
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    proto = open(models["nmt_nfkc"], "rb").read()
+    direct = gigatoken.Tokenizer.from_sentencepiece(proto)
+    texts = ["Hello world", "  two  spaces ", "日本語のテキスト", "\x01 control"]
+    want = direct.encode_batch_list(texts)
+    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    [cached] = glob.glob(str(tmp_path / "xdg" / "tokenbeam" / "gigatoken" / "*.json"))
+    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    with open(cached, "wb") as f:
+        f.write(b'{"not": "a tokenizer"')
+    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    assert gigatoken.Tokenizer.from_json(open(cached, "rb").read()).encode_batch_list(texts) == want

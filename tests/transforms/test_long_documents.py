@@ -164,6 +164,7 @@ def test_encode_batch_of_huge_texts_equals_whole(bpe, texts, monkeypatch, backen
     want = [_whole(tok.reference if backend == "fast" else tok, t) for t in batch]
     monkeypatch.setattr(tk, "LONG_TEXT", 500)  # cut every long text, many calls
     monkeypatch.setattr(tk, "CALL_CHARS", 3000)
+    monkeypatch.setattr(tk, "FAST_CALL_CHARS", 3000)
     calls = []
     encode_flat = tok._encode_flat
     monkeypatch.setattr(tok, "_encode_flat", lambda c: calls.append(sum(map(len, c))) or
