@@ -6,8 +6,9 @@ from __future__ import annotations
 import apache_beam as beam
 
 from dataio import readers
-from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, FailedShard,
-                                  bad_record_error, read_documents)
+from transforms import coders  # noqa: F401 - registers the DocumentBatch coder
+from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, DocumentBatch,
+                                  FailedShard, bad_record_error, read_documents)
 
 
 class _ReadDocumentsFn(beam.DoFn):
@@ -45,5 +46,6 @@ class ReadDocuments(beam.PTransform):
                                     max_docs=max_docs, max_bytes=max_bytes, storage=storage)
 
     def expand(self, items):
-        return items | "Read" >> beam.ParDo(self._fn).with_outputs(ERRORS_TAG, FAILED_TAG,
-                                                                   main="documents")
+        # typed, so that Beam sizes the batches with coders.BatchCoder, not by pickling them
+        return items | "Read" >> beam.ParDo(self._fn).with_output_types(
+            DocumentBatch).with_outputs(ERRORS_TAG, FAILED_TAG, main="documents")

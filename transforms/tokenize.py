@@ -35,6 +35,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from dataio import naming
+from transforms import coders
 from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
@@ -64,6 +65,10 @@ class TokenBatch:
     @property
     def documents(self) -> int:
         return len(self.sequences_per_document)
+
+    def estimated_size(self) -> int:
+        """Bytes, roughly, for Beam's metrics (transforms/coders.py)."""
+        return self.tokens.nbytes + self.sequence_lengths.nbytes + self.sequences_per_document.nbytes
 
 
 def assemble(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarray,
@@ -128,6 +133,9 @@ def drop_documents(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np
 def _describe(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
+
+
+coders.register(TokenBatch)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,5 +354,6 @@ class TokenizeDocuments(beam.PTransform):
         self._fn = _TokenizeFn(spec, config, on_bad_record=on_bad_record, storage=storage)
 
     def expand(self, batches):
-        return batches | "Tokenize" >> beam.ParDo(self._fn).with_outputs(ERRORS_TAG,
-                                                                          main="tokens")
+        # typed, so that Beam sizes the batches with coders.BatchCoder, not by pickling them
+        return batches | "Tokenize" >> beam.ParDo(self._fn).with_output_types(
+            TokenBatch).with_outputs(ERRORS_TAG, main="tokens")
