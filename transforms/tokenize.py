@@ -9,7 +9,10 @@ document with no sequence stays an empty document (a repeated document index) un
 holdout shard (``holdout/{name}``) instead.
 
 All of it is vectorised per batch (:func:`assemble`): one tokenizer call per batch and key,
-numpy for the rest.
+numpy for the rest. The DoFn overlaps the stages of a worker: a batch is split and encoded on a
+helper thread (the native tokenizers release the GIL) while the bundle's thread reads and parses
+the next batch and writes the previous one's part, so a batch's outputs come out with the next
+element or at the end of the bundle (as WindowedValues in the window of their own input).
 
 Bad records found here: a document the sentence splitter or the tokenizer raises on (say a
 NullTokenizer text that is not integers) is a bad record, like a line the parser rejects: it is
