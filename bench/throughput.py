@@ -14,8 +14,10 @@ Rows per model (one run of each unless --repeats; medians printed):
       tools/preprocess_data.py
   (d) python -m pipelines.tokenize, whole process, --workers 1 and --workers 2; "in-job" is the
       job's own summary time (planning done to last commit: no interpreter or Beam import)
-Then (d) again on the corpus repeated 4 times, for peak RSS (--skip-4x to leave out), and the
-shards of (d) compared byte for byte (cmp) with a --tokenizer-backend reference run.
+Then (d) again on the corpus repeated 4 times, for peak RSS and the marginal rate (3x the corpus
+in the time 4x takes beyond 1x: what a further MB costs once the fixed cost is paid; --skip-4x to
+leave out), (d) on one document (the fixed cost), and the shards of (d) compared byte for byte
+(cmp) with a --tokenizer-backend reference run.
 Peak RSS of a subprocess tree = ru_maxrss of its largest process (RUSAGE_CHILDREN).
 """
 
@@ -247,14 +249,25 @@ def bench_model(args, work, corpus, paths, nbytes, tok, model, title) -> None:
                 if not os.path.exists(target):
                     os.link(p, target) if hasattr(os, "link") else shutil.copy(p, target)
         best = min((1, 2), key=lambda w: rows[f"(d) pipeline --workers {w}"]["seconds"])
-        rows[f"(d) pipeline --workers {best}, 4x corpus"] = pipeline(
-            corpus4, tok, os.path.join(work, f"out_{model}_4x"), best, args.backend)
+        rows[f"(d) pipeline --workers {best}, 4x corpus"] = median_of(lambda: pipeline(
+            corpus4, tok, os.path.join(work, f"out_{model}_4x"), best, args.backend),
+            args.repeats)
+    # The fixed cost: the same command on one document (interpreter, imports, planning, Beam's
+    # pipeline construction and stages, commit, metadata)
+    tiny = os.path.join(work, "corpus1doc")
+    os.makedirs(tiny, exist_ok=True)
+    with open(paths[0], encoding="utf-8") as f, \
+            open(os.path.join(tiny, "one.jsonl"), "w", encoding="utf-8") as out:
+        out.write(f.readline())
+    rows["(d) pipeline --workers 1, one document"] = median_of(
+        lambda: pipeline(tiny, tok, os.path.join(work, f"out_{model}_1doc"), 1, args.backend),
+        args.repeats)
     reference_out = os.path.join(work, f"out_{model}_reference")
     pipeline(corpus, tok, reference_out, 2, "reference")
     print(f"\n{'run':<38} {'MB/s':>8} {'Mtok/s':>8} {'peak RSS MB':>12} {'seconds':>8} "
           f"{'in-job MB/s':>12} {'backend':>9}")
     for name, r in rows.items():
-        size = nbytes * (4 if "4x" in name else 1)
+        size = nbytes * (4 if "4x" in name else 1) if "one document" not in name else 0
         rss = f"{r['rss']:.0f}" if r.get("rss") else "-"
         in_job = f"{size / 2**20 / r['in_job']:.2f}" if r.get("in_job") else "-"
         print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} "
@@ -265,10 +278,19 @@ def bench_model(args, work, corpus, paths, nbytes, tok, model, title) -> None:
         print(f"\n(d)/(b) = {rows['(b) fast in memory']['seconds'] / d:.2f}   "
               f"(d)/(c) = {rows['(c) Megatron-style pool']['seconds'] / d:.2f}   "
               "(throughput ratios, whole process)")
+    fixed = rows["(d) pipeline --workers 1, one document"]["seconds"]
+    print(f"(d) fixed cost (one document) = {fixed:.1f} s")
     if not args.skip_4x:
         one = min((rows[f"(d) pipeline --workers {w}"] for w in (1, 2)), key=lambda r: r["seconds"])
         four = [v for k, v in rows.items() if "4x" in k][0]
         print(f"peak RSS 4x / 1x = {four['rss'] / one['rss']:.2f}")
+        # what each further MB costs once the fixed cost is paid: 3x the corpus in (4x - 1x)
+        marginal = 3 * nbytes / 2**20 / (four["seconds"] - one["seconds"])
+        line = f"(d) marginal rate 1x -> 4x = {marginal:.2f} MB/s"
+        if not args.only_pipeline:
+            b = nbytes / 2**20 / rows["(b) fast in memory"]["seconds"]
+            line += f" = {marginal / b:.2f} of (b)"
+        print(line)
     for w in (1, 2):
         print(f"(d) --workers {w} vs --tokenizer-backend reference: "
               f"{shards_identical(os.path.join(work, f'out_{model}_d{w}'), reference_out)}")
