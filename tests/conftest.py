@@ -3,10 +3,18 @@ independent format reference the tests compare against is in tests/megatron_refe
 
 import json
 import os
+import sys
 
 import pytest
 
-from pipelines import demo
+# Compiled modules are cached (__pycache__/, ignored by git) even where PYTHONDONTWRITEBYTECODE is
+# set, as on the 2-core machine: otherwise pytest rewrites and compiles every test module on every
+# run, and every process a test starts compiles tokenbeam's modules again (1.1 s of compiling in a
+# 5.5 s run of one test). Only this test session and the processes it starts.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+from pipelines import demo  # noqa: E402
 
 # --- the two tiers -------------------------------------------------------------------------------
 # `pytest -m "not slow"` is the unit tier (each transform, DoFn and CombineFn on its own; well under

@@ -32,6 +32,7 @@ def test_help_does_not_import_beam():
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+@pytest.mark.slow  # a subprocess importing Beam
 def test_beams_azure_filesystem_is_never_loaded():
     # pipelines/__init__.py: tokenbeam reaches Azure through adlfs; Beam's azfs:// module (and the
     # Azure SDK it imports, 0.37 s) stays out of every command's process, and Beam still imports.
@@ -98,6 +99,7 @@ def test_workers_given_are_kept_and_set_the_local_runner(monkeypatch):
     assert not opts.runs_locally(opts.parse_flags(["--runner", "FlinkRunner"]))
 
 
+@pytest.mark.slow  # three whole tokenize commands
 def test_a_run_says_which_workers_it_chose(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     os.makedirs("in")

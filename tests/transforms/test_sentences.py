@@ -241,7 +241,7 @@ def punkt_data(nltk_punkt, tmp_path_factory):
     """A punkt model trained here, written as NLTK data (tokenizers/punkt_tab/english/)."""
     nltk, punkt = nltk_punkt
     rng = random.Random(11)
-    training = "\n".join(english_like_text(rng, 40) for _ in range(150))
+    training = "\n".join(english_like_text(rng, 40) for _ in range(40))
     trainer = punkt.PunktTrainer()
     trainer.INCLUDE_ALL_COLLOCS = True
     trainer.train(training, finalize=True)
