@@ -387,6 +387,14 @@ def refuse_same_location(outputs: list[str], inputs: list[str], *, flag: str) ->
                 f"the input would be destroyed; choose another {flag}")
 
 
+def resolved(path: str | None, folder: str | None = None) -> str | None:
+    """``path`` as it names the same file from any folder: a relative local path joined to
+    ``folder`` (default: the current one) and normalised; ``file://`` and other URLs unchanged."""
+    if not path or not is_local(path) or path.startswith("file://"):
+        return path
+    return os.path.normpath(os.path.join(folder or os.getcwd(), path))
+
+
 def cache_dir() -> str:
     """tokenbeam's per-user cache folder: ``$XDG_CACHE_HOME/tokenbeam`` (else
     ``~/.cache/tokenbeam``). What is kept there only saves work: any of it may be deleted."""

@@ -99,6 +99,7 @@ class Job:
     files: list[readers.InputFile]
     shards: list[ShardPlan]
     run_id: str = ""  # names this run's _temporary/{run id}/ (set when it holds the lock)
+    folder: str = ""  # the driver's working folder: relative input paths are recorded from it
 
     @property
     def to_process(self) -> list[ShardPlan]:
@@ -293,7 +294,8 @@ def plan(options, *, checked: bool = False) -> Job:
                 why = "another shard of the same input must be redone"
             key = next(k for k in config.keys if n.endswith(f"_{k}_{level}"))
             shards.append(ShardPlan(n, f.stem, key, f, fingerprint, not redo, why))
-    return Job(options, io.output, spec, config, description, dtype, files, shards)
+    return Job(options, io.output, spec, config, description, dtype, files, shards,
+               folder=os.getcwd())
 
 
 def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:
@@ -434,7 +436,8 @@ def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict
     shards = []
     for s in job.shards:
         record = commits.read_commit_record(job.output, s.shard) or {}
-        shards.append({"shard": s.shard, "input": s.input.path, "key": s.key,
+        shards.append({"shard": s.shard, "input": redact(fsutil.resolved(s.input.path, job.folder)),
+                       "key": s.key,
                        "name": record.get("name"), "documents": record.get("documents"),
                        "sequences": record.get("sequences"), "tokens": record.get("tokens"),
                        "status": results.get(s.shard, "skipped" if s.skip else "missing")})
@@ -444,8 +447,9 @@ def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict
         "dtype": job.dtype.name,
         "level": job.config.level,
         "versions": _versions(job),
-        "inputs": [{"path": redact(f.path), "size": f.size, "version": f.version}
-                   for f in job.files],
+        # paths resolved from the driver's folder (this may run on a Spark worker)
+        "inputs": [{"path": redact(fsutil.resolved(f.path, job.folder)), "size": f.size,
+                    "version": f.version} for f in job.files],
         "shards": shards,
         "totals": {"shards": len(committed),
                    "documents": sum(x["documents"] for x in committed),

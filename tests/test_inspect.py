@@ -152,3 +152,31 @@ def test_fsspec_url_gives_the_same_table(output, capsys):
     finally:
         fs.rm("/inspect-test", recursive=True)
     assert remote.splitlines()[:7] == local.splitlines()[:7]
+
+
+def test_a_job_run_with_relative_paths_is_decoded_from_another_folder(output, tmp_path,
+                                                                        monkeypatch, capsys):
+    # metadata.json records resolved paths (tokenizer, its files, inputs), so `inspect --decode`
+    # finds the tokenizer without --tokenizer-model from any folder.
+    from pipelines import tokenize
+
+    work = tmp_path / "work"
+    (work / "in").mkdir(parents=True)
+    (work / "in" / "a.jsonl").write_text(json.dumps({"text": "Decoded from elsewhere."}) + "\n")
+    os.symlink(output["tokenizer"], work / "tok")
+    monkeypatch.chdir(work)
+    assert tokenize.run(["--input", "in", "--output", "out", "--tokenizer-type",
+                         "HuggingFaceTokenizer", "--tokenizer-model", "tok",
+                         "--log-interval", "0"]) == 0
+    meta = json.loads((work / "out" / "metadata.json").read_text())
+    assert meta["tokenizer"]["model"] == str(work / "tok")
+    assert {f["path"] for f in meta["tokenizer"]["files"]} >= {str(work / "tok" / "tokenizer.json")}
+    assert all(f["path"].startswith(str(work / "tok") + os.sep) for f in meta["tokenizer"]["files"])
+    assert [i["path"] for i in meta["inputs"]] == [str(work / "in" / "a.jsonl")]
+    assert [s["input"] for s in meta["shards"]] == [str(work / "in" / "a.jsonl")]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert inspect_cli.run([str(work / "out"), "--decode", "1"]) == 0
+    assert _decoded(capsys.readouterr().out) == {0: "Decoded from elsewhere."}

@@ -1423,11 +1423,13 @@ def _load_reference(spec: TokenizerSpec) -> Tokenizer:
 
 
 def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
-    """The tokenizer's entry in metadata.json (and part of every shard's resume key)."""
+    """The tokenizer's entry in metadata.json (and part of every shard's resume key: its
+    digests, not its paths, which are recorded resolved so that they name the files from any
+    folder)."""
     return {
         "kind": spec.kind,
-        "model": spec.model,
-        "files": [{"path": p, "sha256": file_digest(p)} for p in spec.files()],
+        "model": fsutil.resolved(spec.model),
+        "files": [{"path": fsutil.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,
