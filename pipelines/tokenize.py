@@ -371,7 +371,10 @@ def print_plan(job: Job, out=None) -> None:
         print(f"  {redact(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
         for s in shards:
             action = "skip" if s.skip else "write"
-            print(f"    {action:5} {s.shard}_dc=?_sc=?_tc=?  ({s.reason})", file=out)
+            # a shard it skips is shown as committed: its name carries the recorded counts
+            record = commits.read_commit_record(job.output, s.shard) if s.skip else None
+            name = (record or {}).get("name") or f"{s.shard}_dc=?_sc=?_tc=?"
+            print(f"    {action:5} {name}  ({s.reason})", file=out)
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None
     workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""

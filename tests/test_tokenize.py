@@ -186,7 +186,12 @@ def test_dry_run_writes_nothing(corpus_dir, hf_tokenizer, tmp_path, capsys):
     assert run_job(corpus_dir, out, hf_tokenizer) == 0
     capsys.readouterr()
     assert run_job(corpus_dir, out, hf_tokenizer, "--dry-run") == 0
-    assert "0 shards to write, 3 to skip" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "0 shards to write, 3 to skip" in text
+    # a shard it skips is shown with the counts its commit recorded
+    committed = sorted(n[:-4] for n in os.listdir(out) if n.endswith(".idx"))
+    assert len(committed) == 3 and all(f"skip  {n}  (" in text for n in committed), text
+    assert "dc=?" not in text
 
 
 def test_multiple_keys_skip_empty_and_lists(hf_tokenizer, hf_encode, tmp_path):
