@@ -73,13 +73,15 @@ def read_commit_record(output: str, shard: str) -> dict | None:
         return None  # a torn record (should not happen: written atomically) counts as absent
 
 
-def is_committed(output: str, shard: str, fingerprint: str) -> tuple[bool, str]:
-    """Whether ``shard`` is committed with this fingerprint, and why not."""
+def is_committed(output: str, shard: str, fingerprint: str, *,
+                 resume_key: dict | None = None) -> tuple[bool, str]:
+    """Whether ``shard`` is committed with this fingerprint, and why not (naming what changed
+    when the record keeps its resume key and ``resume_key`` is the one now)."""
     record = read_commit_record(output, shard)
     if record is None:
         return False, "not committed yet"
     if record.get("fingerprint") != fingerprint:
-        return False, "inputs, tokenizer or options changed since it was committed"
+        return False, what_changed(record.get("resume_key"), resume_key)
     prefix = fsutil.join(output, record["name"])
     for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
         path = prefix + suffix
@@ -88,3 +90,29 @@ def is_committed(output: str, shard: str, fingerprint: str) -> tuple[bool, str]:
         if fsutil.size(path) != record[key]:
             return False, f"{os.path.basename(path)} has changed size"
     return True, "committed with the same inputs, tokenizer and options"
+
+
+def what_changed(before: dict | None, now: dict | None) -> str:
+    """Why a committed shard's resume key differs, in words: the input (path, size or
+    modification time; its content), the tokenizer, which options, or tokenbeam's format."""
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        return "inputs, tokenizer or options changed since it was committed"
+    changed = []
+    if before.get("input") != now.get("input"):
+        changed.append("the input's path, size or modification time changed")
+    elif before.get("content") != now.get("content"):
+        changed.append("the input's content changed" if before.get("content") and now.get("content")
+                       else "the input is now resumed " + ("by content (--verify-inputs)"
+                                                            if now.get("content")
+                                                            else "without its content hash"))
+    if before.get("tokenizer") != now.get("tokenizer"):
+        changed.append("the tokenizer changed (its files, kind, EOD or options)")
+    old_settings, new_settings = before.get("settings") or {}, now.get("settings") or {}
+    options = [f"{k} {old_settings.get(k)!r} -> {new_settings.get(k)!r}"
+               for k in sorted(set(old_settings) | set(new_settings))
+               if old_settings.get(k) != new_settings.get(k)]
+    if options:
+        changed.append("options changed: " + ", ".join(options))
+    if not changed and before.get("format") != now.get("format"):
+        changed.append("tokenbeam's output format changed")
+    return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"

@@ -103,7 +103,8 @@ class _FinalizeShardFn(beam.DoFn):
         planned = list(grouped["planned"])
         if not planned:
             return
-        fingerprint = planned[0]
+        # (fingerprint, what it hashes), or the fingerprint alone
+        fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
         parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
         counts = next(iter(grouped["counts"]), ShardCounts())
         failures = list(grouped["failed"])
@@ -125,7 +126,8 @@ class _FinalizeShardFn(beam.DoFn):
                       "documents": counts.documents, "sequences": counts.sequences,
                       "tokens": counts.tokens, "input_bytes": counts.num_bytes,
                       "bin_size": fsutil.size(final + ".bin"),
-                      "idx_size": fsutil.size(final + ".idx"), "committed_at": _now()}
+                      "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
+                      **({"resume_key": resume_key} if resume_key else {})}
             faults.checkpoint("sink.before_commit_record")
             _stop_if_driver_gone()
             fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
@@ -170,7 +172,9 @@ def _now() -> str:
 class WriteShards(beam.PTransform):
     """TokenBatch -> ShardResult per planned shard (committed, or failed with a reason).
 
-    ``planned``: PCollection of (shard, fingerprint) for every shard this run must produce.
+    ``planned``: PCollection of (shard, fingerprint) for every shard this run must produce, or
+    (shard, (fingerprint, resume key)): the resume key (what the fingerprint hashes) goes into the
+    commit record, so that a later run can say what changed.
     ``failed``: PCollection of (shard, reason) for shards whose input could not be read.
     """
 

@@ -37,7 +37,8 @@ def build(pipeline: beam.Pipeline, job: tokenize.Job, *, storage=None, finish_ar
               | "FailedShards" >> beam.FlatMap(
                   lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
                   by_stem=shards_of_stem))
-    planned = pipeline | "PlannedShards" >> beam.Create([(s.shard, s.fingerprint) for s in todo])
+    planned = pipeline | "PlannedShards" >> beam.Create(
+        [(s.shard, (s.fingerprint, s.resume_key)) for s in todo])
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, TokenizeConfig(**vars(job.config)), on_bad_record=io.on_bad_record,
         storage=storage)

@@ -84,6 +84,8 @@ class ShardPlan:
     fingerprint: str
     skip: bool
     reason: str
+    # what the fingerprint hashes (kept in the commit record, so a later run can say what changed)
+    resume_key: dict | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclasses.dataclass
@@ -113,6 +115,12 @@ class Job:
 
 def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
                  content: str | None = None) -> str:
+    return _fingerprint_of(_resume_payload(input_file, tokenizer, settings, content=content))
+
+
+def _resume_payload(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
+                    content: str | None = None) -> dict:
+    """What a shard's resume key is made of (its fingerprint: :func:`_fingerprint_of`)."""
     payload = {"format": FORMAT_VERSION, "input": [input_file.path, input_file.size,
                                                    input_file.version],
                "tokenizer": [[f["sha256"] for f in tokenizer["files"]], tokenizer["kind"],
@@ -124,6 +132,10 @@ def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict,
         # Only when hashed: with --no-verify-inputs the key is exactly the one before the flag
         # existed, so outputs committed then are still skipped (README: upgrading).
         payload["content"] = content
+    return payload
+
+
+def _fingerprint_of(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -269,22 +281,24 @@ def plan(options, *, checked: bool = False) -> Job:
     # One listing of _commits/, not a request per shard; found records checked 16 at a time.
     records = fsutil.files_under(fsutil.join(output, commits.COMMITS_DIR))
 
-    def states_of(f, fingerprint, names):
-        return {n: commits.is_committed(output, n, fingerprint) if f"{n}.json" in records
-                else (False, "not committed yet") for n in names}
+    def states_of(f, fingerprint, names, resume_key):
+        return {n: commits.is_committed(output, n, fingerprint, resume_key=resume_key)
+                if f"{n}.json" in records else (False, "not committed yet") for n in names}
 
     planned = []
     for f in files:
-        fingerprint = _fingerprint(f, description, settings, content=hashes.get(f.path))
+        # kept in each commit record, so that a later run can say what changed
+        resume_key = _resume_payload(f, description, settings, content=hashes.get(f.path))
+        fingerprint = _fingerprint_of(resume_key)
         names = [naming.base_name(f.stem, key, level) for key in config.keys]
         if config.holdout_fraction > 0:
             names += [f"{HOLDOUT_DIR}/{n}" for n in names]
-        planned.append((f, fingerprint, names))
+        planned.append((f, fingerprint, names, resume_key))
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         each = pool.map if records else map  # no record: nothing to read, no threads
         all_states = list(each(lambda a: states_of(*a), planned))
     shards = []
-    for (f, fingerprint, names), states in zip(planned, all_states):
+    for (f, fingerprint, names, resume_key), states in zip(planned, all_states):
         redo = overwrite or not all(done for done, _ in states.values())
         for n in names:
             done, why = states[n]
@@ -293,7 +307,8 @@ def plan(options, *, checked: bool = False) -> Job:
             elif redo and done:
                 why = "another shard of the same input must be redone"
             key = next(k for k in config.keys if n.endswith(f"_{k}_{level}"))
-            shards.append(ShardPlan(n, f.stem, key, f, fingerprint, not redo, why))
+            shards.append(ShardPlan(n, f.stem, key, f, fingerprint, not redo, why,
+                                    resume_key=resume_key))
     return Job(options, io.output, spec, config, description, dtype, files, shards,
                folder=os.getcwd())
 
@@ -535,9 +550,12 @@ def report(job: Job, results: list, *, seconds: float, bad_records: int) -> int:
 
 
 def announce_skips(job: Job) -> None:
+    """A line per shard skipped, and per committed shard redone (saying what changed)."""
     for s in job.shards:
         if s.skip:
             print(f"skip {s.shard}: {s.reason}", flush=True)
+        elif s.reason != "not committed yet":
+            print(f"redo {s.shard}: {s.reason}", flush=True)
 
 
 def local_workers(job: Job) -> tuple[int, str] | None:

@@ -194,6 +194,18 @@ def test_dry_run_writes_nothing(corpus_dir, hf_tokenizer, tmp_path, capsys):
     assert "dc=?" not in text
 
 
+def test_a_redone_shard_says_what_changed(corpus_dir, hf_tokenizer, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_job(corpus_dir, out, hf_tokenizer) == 0
+    capsys.readouterr()
+    assert run_job(corpus_dir, out, hf_tokenizer, "--dry-run", "--append-eod") == 0
+    assert "write c0_web_text_document_dc=?_sc=?_tc=?  (options changed: append_eod False -> " \
+           "True)" in capsys.readouterr().out
+    assert run_job(corpus_dir, out, hf_tokenizer, "--append-eod") == 0
+    assert "redo c0_web_text_document: options changed: append_eod False -> True" in \
+        capsys.readouterr().out
+
+
 def test_multiple_keys_skip_empty_and_lists(hf_tokenizer, hf_encode, tmp_path):
     _, encode, eod = hf_encode
     records = [{"text": "alpha beta", "title": "T1"}, {"text": "", "title": "T2"},

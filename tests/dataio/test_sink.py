@@ -335,3 +335,31 @@ def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
     for fn in (sink._WritePartFn(str(tmp_path), "uint16"),
                sink._FinalizeShardFn(str(tmp_path), "uint16"), sink._WriteErrorsFn(str(tmp_path))):
         fn.setup()
+
+
+def test_the_commit_record_keeps_the_resume_key_and_says_what_changed(tmp_path):
+    # planned as (fingerprint, resume key): the key goes into the record; a later plan with
+    # another key is told which part changed (pipelines/tokenize.py, dataio/commits.py)
+    from dataio import commits
+
+    key = {"format": 1, "input": ["/in/web.jsonl", 10, "mtime:1"], "content": None,
+           "tokenizer": [["ab"], "NullTokenizer", 1000, False],
+           "settings": {"level": "document", "append_eod": False}}
+    out = str(tmp_path)
+    parts, counts = write_parts(out, "web_text_document",
+                                [token_batch("web_text_document", 0, 0, [[[1, 2]]])])
+    [result] = finalize(out, "web_text_document", ("fp", key), parts, counts)
+    record = commits.read_commit_record(out, "web_text_document")
+    assert record["resume_key"] == key and result.name
+    assert commits.is_committed(out, "web_text_document", "fp", resume_key=key)[0]
+    now = {**key, "settings": {"level": "document", "append_eod": True}}
+    done, why = commits.is_committed(out, "web_text_document", "other", resume_key=now)
+    assert not done and why == "options changed: append_eod False -> True"
+    now = {**key, "input": ["/in/web.jsonl", 11, "mtime:2"], "tokenizer": [["cd"]]}
+    assert commits.what_changed(key, now) == (
+        "the input's path, size or modification time changed; the tokenizer changed (its "
+        "files, kind, EOD or options)")
+    assert commits.what_changed({**key, "content": "sha256:a"}, {**key, "content": "sha256:b"}) \
+        == "the input's content changed"
+    assert commits.what_changed(None, now) == \
+        "inputs, tokenizer or options changed since it was committed"  # an older record
