@@ -41,7 +41,9 @@ class InputOutputFlags:
                             help="skip (default): leave bad records out, count them and list them "
                                  "in DIR/_errors/{stem}.jsonl; fail: stop at the first one")
         parser.add_argument("--overwrite", action="store_true",
-                            help="redo every shard, even those already committed")
+                            help="redo every shard, even those already committed, and write "
+                                 "into an output holding shards of another tokenizer or other "
+                                 "options (refused otherwise)")
         # Resume key: path, size and mtime/etag; a local edit that keeps the size and restores
         # the mtime is only seen by hashing the bytes. On by default: bench/verify_inputs.py
         # measured +4.2% CPU time on a 500 MB first run (0.54 s of hashing; the bar was 5%).

@@ -294,6 +294,9 @@ def plan(options, *, checked: bool = False) -> Job:
         if config.holdout_fraction > 0:
             names += [f"{HOLDOUT_DIR}/{n}" for n in names]
         planned.append((f, fingerprint, names, resume_key))
+    if planned and not overwrite:
+        refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
+                              planned[0][3])
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         each = pool.map if records else map  # no record: nothing to read, no threads
         all_states = list(each(lambda a: states_of(*a), planned))
@@ -311,6 +314,31 @@ def plan(options, *, checked: bool = False) -> Job:
                                     resume_key=resume_key))
     return Job(options, io.output, spec, config, description, dtype, files, shards,
                folder=os.getcwd())
+
+
+def refuse_other_settings(output: str, records: set[str], names: set[str], resume_key: dict,
+                          *, looked_at: int = 3) -> None:
+    """An output holds the shards of one tokenizer and one set of options: a run whose options
+    (level, keys, EOD, dtype...) or tokenizer differ from those of shards already committed there
+    under other names is refused, naming the difference (``--overwrite`` writes beside them).
+    Only records this run does not plan are read, at most ``looked_at`` of them (a rerun of the
+    same command reads none); records without a resume key (older versions) say nothing."""
+    foreign = sorted(r[:-len(".json")] for r in records
+                     if r.endswith(".json") and r[:-len(".json")] not in names)
+    for shard in foreign[:looked_at]:
+        before = (commits.read_commit_record(output, shard) or {}).get("resume_key")
+        if not isinstance(before, dict):
+            continue
+        differ = {k: v for k, v in before.items() if k in ("tokenizer", "settings", "format")
+                  and v != resume_key.get(k)}
+        if differ:
+            why = commits.what_changed({**before, "input": None, "content": None},
+                                       {**resume_key, "input": None, "content": None})
+            raise opts.OptionsError(
+                f"--output {output} holds shards written with another tokenizer or other options "
+                f"(e.g. {shard}; {why}); give another --output, or --overwrite to write these "
+                "shards beside them")
+        return  # the same settings: so are the others (each run checked this)
 
 
 def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:

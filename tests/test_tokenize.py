@@ -206,6 +206,23 @@ def test_a_redone_shard_says_what_changed(corpus_dir, hf_tokenizer, tmp_path, ca
         capsys.readouterr().out
 
 
+def test_other_options_into_the_same_output_are_refused_unless_overwrite(corpus_dir, hf_tokenizer,
+                                                                         tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_job(corpus_dir, out, hf_tokenizer) == 0
+    before = sorted(os.listdir(out))
+    capsys.readouterr()
+    # sentence level writes other names: it would mix two kinds of shards in one folder
+    assert run_job(corpus_dir, out, hf_tokenizer, "--split-sentences") == 2
+    err = capsys.readouterr().err
+    assert "holds shards written with another tokenizer or other options" in err
+    assert "options changed: " in err and "level 'document' -> 'sentence'" in err
+    assert "--overwrite" in err
+    assert sorted(os.listdir(out)) == before  # nothing written
+    assert run_job(corpus_dir, out, hf_tokenizer, "--split-sentences", "--overwrite") == 0
+    assert any(n.endswith(".idx") and "_sentence_" in n for n in os.listdir(out))
+
+
 def test_multiple_keys_skip_empty_and_lists(hf_tokenizer, hf_encode, tmp_path):
     _, encode, eod = hf_encode
     records = [{"text": "alpha beta", "title": "T1"}, {"text": "", "title": "T2"},
