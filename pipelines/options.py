@@ -194,8 +194,9 @@ class RunFlags:
                                  "the fast tokenizer backend (its threads use every core), one "
                                  "per core (at most one per work item) with the reference "
                                  "backend; the choice is printed as 'workers: N (why)'")
-        parser.add_argument("--log-interval", type=int, default=10_000,
-                            help="progress line every N documents per worker (0: off)")
+        parser.add_argument("--log-interval", type=int, default=10_000, metavar="N",
+                            help="a progress line each time a worker has done another N "
+                                 "documents, checked after every batch (default 10000; 0: off)")
 
 
 def _workers(value: str):
