@@ -101,10 +101,12 @@ def what_changed(before: dict | None, now: dict | None) -> str:
     if before.get("input") != now.get("input"):
         changed.append("the input's path, size or modification time changed")
     elif before.get("content") != now.get("content"):
-        changed.append("the input's content changed" if before.get("content") and now.get("content")
-                       else "the input is now resumed " + ("by content (--verify-inputs)"
-                                                            if now.get("content")
-                                                            else "without its content hash"))
+        if not now.get("content"):
+            changed.append("the input is now resumed without its content hash")
+        elif not before.get("content"):
+            changed.append("the input is now resumed by content (--verify-inputs)")
+        else:
+            changed.append("the input's content changed")
     if before.get("tokenizer") != now.get("tokenizer"):
         changed.append("the tokenizer changed (its files, kind, EOD or options)")
     old_settings, new_settings = before.get("settings") or {}, now.get("settings") or {}

@@ -402,6 +402,15 @@ def cache_dir() -> str:
     return os.path.join(base, "tokenbeam")
 
 
+def write_cache_file(path: str, data: bytes) -> None:
+    """Write a file of :func:`cache_dir` atomically; one that cannot be written (a read-only
+    home, a full disk) only costs the next run the work it would have saved."""
+    try:
+        write_bytes_atomic(path, data)
+    except OSError:
+        pass
+
+
 # -- content hash: resume notices a change that keeps size and mtime ----------------------------
 
 CONTENT_HASH = "sha256"  # hashlib's fastest here (SHA-NI); xxhash/blake3 are not dependencies

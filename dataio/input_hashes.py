@@ -52,13 +52,8 @@ def _load() -> dict[str, list]:
 
 
 def _save(files: dict[str, list]) -> None:
-    path = cache_path()
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fsutil.write_bytes_atomic(path, json.dumps({"version": _VERSION, "files": files},
-                                                   separators=(",", ":")).encode())
-    except OSError:
-        pass  # a cache that cannot be written costs the next run a rehash, nothing more
+    fsutil.write_cache_file(cache_path(), json.dumps({"version": _VERSION, "files": files},
+                                                     separators=(",", ":")).encode())
 
 
 def content_hashes(paths: list[str]) -> dict[str, str | None]:

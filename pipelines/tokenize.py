@@ -329,9 +329,7 @@ def refuse_other_settings(output: str, records: set[str], names: set[str], resum
         before = (commits.read_commit_record(output, shard) or {}).get("resume_key")
         if not isinstance(before, dict):
             continue
-        differ = {k: v for k, v in before.items() if k in ("tokenizer", "settings", "format")
-                  and v != resume_key.get(k)}
-        if differ:
+        if any(before.get(k) != resume_key.get(k) for k in ("tokenizer", "settings", "format")):
             why = commits.what_changed({**before, "input": None, "content": None},
                                        {**resume_key, "input": None, "content": None})
             raise opts.OptionsError(

@@ -1160,11 +1160,7 @@ def _gigatoken_from_sentencepiece(proto: bytes):
     except Exception:  # noqa: BLE001 - not converted yet, or a damaged file (whatever the
         pass  # JSON loader raises on it): converted and written again
     data = sentencepiece_to_tokenizer_json(proto)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fsutil.write_bytes_atomic(path, data.encode() if isinstance(data, str) else data)
-    except OSError:
-        pass  # a cache that cannot be written costs the next process a conversion
+    fsutil.write_cache_file(path, data.encode() if isinstance(data, str) else data)
     return gigatoken.Tokenizer.from_json(data)
 
 
@@ -1329,14 +1325,8 @@ def _write_check_cache(key: str, entry: dict) -> None:
     path = check_cache_path()
     cache = _read_check_cache()
     cache[key] = entry
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(cache, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home: the check runs every time
+    # a read-only home: the check runs every time
+    fsutil.write_cache_file(path, json.dumps(cache, indent=1, sort_keys=True).encode())
 
 
 def _check_fast(spec: TokenizerSpec, reference: Tokenizer,
