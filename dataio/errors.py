@@ -257,6 +257,8 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
         signal.signal(signal.SIGTERM, _on_signal)
     try:
         status = command(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error it has printed (2)
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
     except KeyboardInterrupt as exc:  # Interrupted, or SIGINT without our handler (in-process)
         status = _report(exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT))
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into statuses

@@ -648,9 +648,15 @@ def merge(prefixes: Sequence[str], output_prefix: str, *, dtype=None) -> IndexHe
 
 @dataclasses.dataclass(frozen=True)
 class Counts:
-    documents: int
-    sequences: int
-    tokens: int
+    """What a dataset (or a part of one) holds: the one counts record of tokenbeam."""
+
+    documents: int = 0
+    sequences: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(self.documents + other.documents, self.sequences + other.sequences,
+                      self.tokens + other.tokens)
 
 
 @dataclasses.dataclass(frozen=True)
