@@ -16,11 +16,12 @@ Contract:
   retries: the plan depends only on the sorted inputs and their measured sizes (measured in
   parallel, planned in one place), and gzip/zstd output carries no timestamp or file name.
 - Shards are written under a temporary folder and renamed to their final names
-  (``template.format(**fields, split=i)`` + extension) only after every shard is written.
+  (``template.format(**fields, split=i)`` + extension) only after every shard is written
+  (the bytes and that commit: :mod:`dataio.jsonl_sink`; the final names: :func:`final_names`).
 - An input that cannot be read whole (a truncated or corrupt ``.gz``/``.zst``, a short Parquet
   file, a path that cannot be opened) is found while measuring, and then nothing is written: the
   offsets of a group depend on every file in it, and shards missing a file's documents would look
-  complete. Every such file is listed with its reason (:data:`SUMMARY_NAME`'s ``failed``).
+  complete. Every such file is listed with its reason (the ``failed`` list of :data:`dataio.jsonl_sink.SUMMARY_NAME`).
   Planned shards that received no document (possible only when single documents are larger than
   a span) are dropped, and ``split`` numbers the remaining shards of a group 0, 1, 2, ...
 
@@ -30,8 +31,8 @@ from the beginning (gzip/zstd streams cannot be entered in the middle), so a com
 spans k shards is decompressed about k/2 + 1 times. Parquet rows are serialised once to measure
 and once to write.
 
-Pure planning functions come first (no Beam, no I/O); the Beam shell and the file reading and
-writing follow.
+Pure planning functions come first (no Beam, no I/O); reading documents, naming and committing
+shards, and the Beam shell follow.
 """
 
 from __future__ import annotations
@@ -39,29 +40,26 @@ from __future__ import annotations
 import base64
 import dataclasses
 import decimal
-import gzip
-import json
 import math
 import re
 import string
-import uuid
 from typing import Iterable, Iterator, Sequence
 
 import apache_beam as beam
 import orjson
 
+from dataio import errors
 from dataio import fs as fsutil
-from dataio import readers
+from dataio import jsonl_sink, readers
 
-EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
 FIELD_FLAGS = ("language", "domain", "subdomain")
 SPLIT = "split"
-_WRITE_BUFFER = 8 << 20
 _PARQUET_BATCH_ROWS = 4096
 
 
-class ReshardError(ValueError):
-    """Bad reshard configuration or inputs; the message names the flag or file and the fix."""
+class ReshardError(errors.ConfigError):
+    """Bad reshard configuration or inputs; the message names the flag or file and the fix
+    (exit status 2)."""
 
 
 _SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]i?B|B)?\s*", re.IGNORECASE)
@@ -167,7 +165,7 @@ def fields_of(path: str, *, regex: re.Pattern | None, flags: dict[str, str],
 # planning
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Source:
     """One input file as the driver found it."""
 
@@ -178,7 +176,7 @@ class Source:
     error: str = ""  # why the driver could not read its details; measuring fails with it
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Measured:
     """A source and the sizes of its units on the offset line: one unit for a JSONL file, one
     per row group for Parquet."""
@@ -192,7 +190,7 @@ class Measured:
         return sum(self.unit_sizes)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Piece:
     """The documents of one file that start in ``[start, end)`` (offsets within the file)."""
 
@@ -203,7 +201,7 @@ class Piece:
     units: tuple[tuple[int, int], ...] = ()  # Parquet: (row group, its first offset) to read
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ShardTask:
     group: int  # index of the group in sorted order
     fields: tuple[tuple[str, str], ...]
@@ -239,7 +237,8 @@ def plan_group(measured: Sequence[Measured], *, target: int) -> list[tuple[Piece
                         if unit_base < end and unit_base + unit_size > start:
                             units.append((g, unit_base))
                         unit_base += unit_size
-                pieces.append(Piece(m.source.path, m.source.format, start, end, tuple(units)))
+                pieces.append(Piece(path=m.source.path, format=m.source.format, start=start,
+                                    end=end, units=tuple(units)))
             base += size
         shards.append(tuple(pieces))
     return shards
@@ -305,7 +304,7 @@ def measure(source: Source) -> Measured:
     if source.error:
         raise readers.CorruptFileError(source.error)
     if source.format == "jsonl":
-        return Measured(source, (source.size,))
+        return Measured(source=source, unit_sizes=(source.size,))
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -319,11 +318,21 @@ def measure(source: Source) -> Measured:
         sizes = [0] * groups
         for g, lines in _parquet_lines(source.path, range(groups)):
             sizes[g] += sum(len(line) + 1 for line in lines)
-        return Measured(source, tuple(sizes))
+        return Measured(source=source, unit_sizes=tuple(sizes))
     end = 0
     for record in readers.read_jsonl(_whole_file(source.path, source.format)):
         end = record.offset + len(record.data) + 1
-    return Measured(source, (end,))
+    return Measured(source=source, unit_sizes=(end,))
+
+
+def measure_or_fail(source: Source) -> Measured:
+    """:func:`measure`, or a measurement carrying why the file cannot be read."""
+    try:
+        return measure(source)
+    except OSError as exc:  # CorruptFileError included: the file, not the job, is at fault
+        reason = str(exc) if isinstance(exc, readers.CorruptFileError) else \
+            f"{source.path}: cannot read the file ({exc}); fix it or leave it out"
+        return Measured(source=source, unit_sizes=(), error=reason)
 
 
 def _whole_file(path: str, fmt: str, start: int = 0, end: int | None = None) -> readers.WorkItem:
@@ -358,61 +367,29 @@ def piece_documents(piece: Piece) -> Iterator[bytes]:
 
 
 # ---------------------------------------------------------------------------------------------
-# writing and committing
+# writing and committing (the bytes and the protocol: dataio/jsonl_sink.py)
 
 
-@dataclasses.dataclass(frozen=True)
-class ShardResult:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WrittenFile:
+    """A planned shard as one attempt wrote it, under a temporary name, not yet committed."""
+
     task: ShardTask
     temporary: str  # where this attempt wrote it
     documents: int
     bytes: int  # uncompressed
 
 
-def _open_compressed(raw, compression: str):
-    if compression == "gzip":
-        # No name and mtime 0 in the header: the same documents give the same bytes.
-        return gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6, mtime=0)
-    if compression == "zstd":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3).stream_writer(raw, closefd=False)
-    return None
+def write_shard(task: ShardTask, *, temp_dir: str, compression: str) -> WrittenFile:
+    """Write one shard's documents under a name unique to this attempt (retries never collide)."""
+    temporary = jsonl_sink.attempt_path(temp_dir, task.task_id)
+    documents = (line for piece in task.pieces for line in piece_documents(piece))
+    written = jsonl_sink.write_lines(temporary, documents, compression=compression)
+    return WrittenFile(task=task, temporary=temporary, documents=written.lines,
+                       bytes=written.bytes)
 
 
-def write_shard(task: ShardTask, *, temp_dir: str, compression: str) -> ShardResult:
-    """Write one shard under a name unique to this attempt (retries never collide)."""
-    temporary = fsutil.join(temp_dir, f"{task.task_id}.{uuid.uuid4().hex[:12]}.part")
-    fs, inner = fsutil.filesystem_and_path(temporary)
-    documents = size = 0
-    fsutil.makedirs(fs, inner.rsplit("/", 1)[0])
-    raw = fs.open(inner, "wb")
-    try:
-        out = _open_compressed(raw, compression)
-        sink = out if out is not None else raw
-        buffer = bytearray()
-        for piece in task.pieces:
-            for line in piece_documents(piece):
-                buffer += line
-                buffer += b"\n"
-                documents += 1
-                size += len(line) + 1
-                if len(buffer) >= _WRITE_BUFFER:
-                    sink.write(bytes(buffer))
-                    buffer.clear()
-        if buffer:
-            sink.write(bytes(buffer))
-        if out is not None:
-            out.close()
-        raw.close()
-    except BaseException:
-        raw.close()
-        fsutil.remove(temporary)
-        raise
-    return ShardResult(task, temporary, documents, size)
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CommitPlan:
     """What the commit step needs besides the results (all decided on the driver)."""
 
@@ -422,9 +399,9 @@ class CommitPlan:
     stale: tuple[str, ...] = ()  # outputs of an earlier run to delete (--overwrite)
 
 
-def final_names(results: Iterable[ShardResult], plan: CommitPlan) -> list[tuple[ShardResult, str]]:
+def final_names(results: Iterable[WrittenFile], plan: CommitPlan) -> list[tuple[WrittenFile, str]]:
     """``(result, final path)`` of the non-empty shards, split numbers contiguous per group."""
-    by_group: dict[int, list[ShardResult]] = {}
+    by_group: dict[int, list[WrittenFile]] = {}
     for r in results:
         by_group.setdefault(r.task.group, []).append(r)
     named = []
@@ -439,44 +416,17 @@ def final_names(results: Iterable[ShardResult], plan: CommitPlan) -> list[tuple[
     return named
 
 
-def measure_or_fail(source: Source) -> Measured:
-    """:func:`measure`, or a measurement carrying why the file cannot be read."""
-    try:
-        return measure(source)
-    except OSError as exc:  # CorruptFileError included: the file, not the job, is at fault
-        reason = str(exc) if isinstance(exc, readers.CorruptFileError) else \
-            f"{source.path}: cannot read the file ({exc}); fix it or leave it out"
-        return Measured(source, (), error=reason)
-
-
-def commit(results: list[ShardResult], plan: CommitPlan) -> list[dict]:
-    """Rename every written shard to its final name, drop empty ones and stale outputs; returns
-    a summary row per final shard. Idempotent: a retried commit skips what is already done."""
+def commit_shards(results: list[WrittenFile], plan: CommitPlan) -> list[dict]:
+    """Give every written shard its final name (:func:`final_names`), dropping empty ones, and
+    commit them (:func:`dataio.jsonl_sink.commit`: idempotent, stale outputs deleted last);
+    returns a summary row per final shard."""
     named = final_names(results, plan)
     kept = {r.temporary for r, _ in named}
-    for r in results:
-        if r.temporary not in kept:
-            fsutil.remove(r.temporary)
-    finals = set()
-    for r, final in named:
-        fs, src = fsutil.filesystem_and_path(r.temporary)
-        _, dst = fsutil.filesystem_and_path(final)
-        if fs.exists(src):
-            fsutil.replace(fs, src, dst)
-        elif not fs.exists(dst):  # neither: not a retry of this commit, the shard is lost
-            raise FileNotFoundError(f"{r.temporary}: written shard missing before its commit "
-                                    f"to {final}; rerun the job")
-        finals.add(final)
-    for path in plan.stale:
-        if path not in finals:
-            fsutil.remove(path)
+    jsonl_sink.commit([(r.temporary, final) for r, final in named],
+                      dropped=[r.temporary for r in results if r.temporary not in kept],
+                      stale=plan.stale)
     return [{"name": final.rsplit("/", 1)[-1], "documents": r.documents, "bytes": r.bytes,
              "inputs": sorted({p.path for p in r.task.pieces})} for r, final in named]
-
-
-# Written by the commit step under the temporary folder, read by the driver:
-# {"shards": [summary row per committed shard], "failed": [{"path", "reason"} per unreadable input]}
-SUMMARY_NAME = "_summary.json"
 
 
 class _MeasureFn(beam.DoFn):
@@ -496,9 +446,8 @@ class _WriteShardFn(beam.DoFn):
 def _commit_and_summarise(results, *, failed, plan: CommitPlan, temp_dir: str):
     failed = sorted(({"path": m.source.path, "reason": m.error} for m in failed),
                     key=lambda f: f["path"])
-    shards = [] if failed else commit(list(results), plan)  # none are planned when one failed
-    fsutil.put_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
-                      json.dumps({"shards": shards, "failed": failed}, indent=1).encode("utf-8"))
+    shards = [] if failed else commit_shards(list(results), plan)  # none planned if one failed
+    jsonl_sink.write_summary(temp_dir, shards=shards, failed=failed)
     yield from shards
 
 

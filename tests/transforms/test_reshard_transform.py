@@ -12,6 +12,7 @@ import os
 import apache_beam as beam
 from apache_beam.testing.util import assert_that, equal_to
 
+from dataio import jsonl_sink
 from transforms import reshard as rs
 
 TEMPLATE = "{language}_{split:02d}"
@@ -53,7 +54,7 @@ def test_sources_are_cut_into_shards_in_order_per_group(tmp_path, make_pipeline)
     assert names == ["de_00.jsonl", "en_00.jsonl", "en_01.jsonl", "en_02.jsonl"]
     assert [x for n in names[1:] for x in shard_lines(str(out / n))] == en_a + en_b
     assert shard_lines(str(out / "de_00.jsonl")) == de
-    summary = json.loads(open(os.path.join(temp, rs.SUMMARY_NAME)).read())
+    summary = json.loads(open(os.path.join(temp, jsonl_sink.SUMMARY_NAME)).read())
     assert summary["failed"] == [] and len(summary["shards"]) == 4
 
 
@@ -70,7 +71,7 @@ def test_an_unreadable_source_fails_the_group_and_nothing_is_written(tmp_path, m
                                       source(tmp_path / "bad.jsonl.gz", "de")])
                      | rs.ReshardFiles(target=100, compression="none", temp_dir=temp, plan=plan))
         assert_that(summaries, equal_to([]))
-    summary = json.loads(open(os.path.join(temp, rs.SUMMARY_NAME)).read())
+    summary = json.loads(open(os.path.join(temp, jsonl_sink.SUMMARY_NAME)).read())
     assert summary["shards"] == []
     assert [f["path"] for f in summary["failed"]] == [str(tmp_path / "bad.jsonl.gz")]
     assert [n for n in os.listdir(out) if not n.startswith(".")] == ["en_00.jsonl"]  # kept
@@ -92,7 +93,8 @@ def test_write_shard_fn_retries_never_collide_and_compress_reproducibly(tmp_path
     data = b"\n".join(lines_of(5, "w")) + b"\n"
     (tmp_path / "w.jsonl").write_bytes(data)
     task = rs.ShardTask(group=0, fields=(("language", "en"),), index=0,
-                        pieces=(rs.Piece(str(tmp_path / "w.jsonl"), "jsonl", 0, len(data)),))
+                        pieces=(rs.Piece(path=str(tmp_path / "w.jsonl"), format="jsonl",
+                                          start=0, end=len(data)),))
     fn = rs._WriteShardFn(temp_dir=str(tmp_path / "tmp"), compression="gzip")
     [first] = fn.process(task)
     [retry] = fn.process(task)
