@@ -119,15 +119,35 @@ def _version_of(info: dict) -> str:
 
 
 def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[InputFile]:
+    """The tokenize job's inputs: :func:`find_inputs`, refusing two inputs whose shards would
+    have the same names (the same stem), and saying on stderr when large compressed files will
+    each be read whole by one worker."""
+    files = find_inputs(patterns, leave_out=leave_out)
+    _note_whole_files(files)
+    stems: dict[str, str] = {}
+    for f in files:
+        if f.stem in stems:
+            raise InputError(f"inputs {stems[f.stem]} and {f.path} would both write shards named "
+                             f"{f.stem}_*; rename one or tokenize them in separate --output folders")
+        stems[f.stem] = f.path
+    return files
+
+
+def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
+                skip_unsupported: bool = False) -> list[InputFile]:
     """Every supported file named by the patterns (globs, files, or folders: every supported file
-    directly in them), sorted by path, each once.
+    directly in them), sorted by path, each once, with its size, version and ``format``
+    (compression kind): the one way every job finds its inputs.
 
     A path that exists is taken as it is, even with glob characters in its name (``web[1].jsonl``).
     What a folder or glob matches leaves out the files of a tokenbeam job that are not inputs: a
     ``metadata.json`` it wrote, anything under ``_commits/``, ``_failures/``, ``_errors/`` or
     ``_temporary/``, and the files in ``leave_out`` (the tokenizer's); one line on stderr names
-    them. A file whose details cannot be read (a symlink loop, a dangling link, a storage error) is
-    kept with ``error`` set, so that only its shards fail.
+    them. A glob matching a file of another type is refused, unless ``skip_unsupported``: then
+    what a folder or glob matches that is hidden (``.name``) or of another type is passed over
+    in silence (a raw corpus folder holds READMEs and checksums), and a pattern left with nothing
+    "matches no input file". A file whose details cannot be read (a symlink loop, a dangling link,
+    a storage error) is kept with ``error`` set, so that only its shards fail.
 
     Cost: one listing per folder or glob. On object stores the listing's pages carry each
     blob's size and etag, so no file is asked for its details again (10,000 inputs: a couple of
@@ -150,6 +170,8 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
             paths = list(details)
         else:
             raise InputError(f"--input {pattern}: no such file or folder")
+        if skip_unsupported and not literal:
+            paths = [p for p in paths if _is_visible_input(p)]
         skipped = []
         if not literal:  # a file named on purpose is read even if it looks like one of ours
             kept = []
@@ -162,7 +184,8 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
             paths = kept
             left_out += skipped
         if not paths:
-            raise InputError(f"--input {pattern}: matches no supported file "
+            wanted = "input file" if skip_unsupported else "supported file"
+            raise InputError(f"--input {pattern}: matches no {wanted} "
                              f"({', '.join(SUPPORTED_SUFFIXES)})"
                              + (f"; left out, not inputs: {_listing(skipped)}" if skipped else ""))
         for path in paths:
@@ -172,15 +195,12 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
-    files = sorted(found.values(), key=lambda f: f.path)
-    _note_whole_files(files)
-    stems: dict[str, str] = {}
-    for f in files:
-        if f.stem in stems:
-            raise InputError(f"inputs {stems[f.stem]} and {f.path} would both write shards named "
-                             f"{f.stem}_*; rename one or tokenize them in separate --output folders")
-        stems[f.stem] = f.path
-    return files
+    return sorted(found.values(), key=lambda f: f.path)
+
+
+def _is_visible_input(path: str) -> bool:
+    name = os.path.basename(path.rstrip("/"))
+    return not name.startswith(".") and name.lower().endswith(SUPPORTED_SUFFIXES)
 
 
 def _note_whole_files(files: Sequence[InputFile]) -> None:
