@@ -26,25 +26,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
-import os
 import re
 import sys
-import uuid
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from dataio import errors
 from dataio import fs as fsutil
-from dataio import readers
+from dataio import jsonl_sink, readers
 from pipelines import options as opts
 from transforms import reshard as rs
+
+# Discovery's messages already name the --input and the fix: one line, exit status 2.
+errors.anticipate(readers.InputError, status=errors.EXIT_USAGE)
 
 
 class ReshardOptions(PipelineOptions):
     """Reshard's own flags (``--input``, ``--output``, ``--overwrite``, ``--dry-run`` and
-    ``--workers`` are the tokenize job's, from :mod:`pipelines.options`)."""
+    ``--workers`` are the tokenize job's, from :mod:`pipelines.options`; :func:`parse` refuses
+    the tokenize job's others)."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
@@ -62,11 +64,11 @@ class ReshardOptions(PipelineOptions):
         for field in rs.FIELD_FLAGS:
             parser.add_argument(f"--{field}", default=None,
                                 help=f"{{{field}}} for every input (instead of --name-regex)")
-        parser.add_argument("--compression", default="none", choices=sorted(rs.EXTENSIONS),
+        parser.add_argument("--compression", default="none", choices=sorted(jsonl_sink.EXTENSIONS),
                             help="compress the output shards (.jsonl.gz / .jsonl.zst)")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ReshardJob:
     """Everything the driver decided before the pipeline runs."""
 
@@ -82,38 +84,6 @@ class ReshardJob:
         for s in self.sources:
             found.setdefault(s.fields, []).append(s)
         return dict(sorted(found.items()))
-
-
-def discover(patterns: list[str]) -> list[tuple[str, int, str]]:
-    """``(path, size, error)`` of every supported file the patterns name (globs, files, or
-    folders: the supported files directly in them), sorted, each once. A path that exists is
-    taken as it is, even with glob characters in its name. ``error`` says why a file's details
-    could not be read (a symlink loop): measuring reports it with the other unreadable files."""
-    found: dict[str, tuple[int, str]] = {}
-    for pattern in patterns:
-        fs, inner = fsutil.filesystem_and_path(pattern)
-        if fs.isdir(inner):
-            paths = fsutil.list_files(pattern)
-        elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
-            readers.file_format(pattern)  # an explicitly named file must be supported
-            paths = [pattern]
-        elif any(ch in pattern for ch in "*?["):
-            paths = fsutil.glob(pattern)
-        else:
-            raise rs.ReshardError(f"--input {pattern}: no such file or folder")
-        paths = [p for p in paths
-                 if os.path.basename(p).lower().endswith(readers.SUPPORTED_SUFFIXES)
-                 and not os.path.basename(p).startswith(".")]
-        if not paths:
-            raise rs.ReshardError(f"--input {pattern}: matches no input file "
-                                  f"({', '.join(readers.SUPPORTED_SUFFIXES)})")
-        for path in paths:
-            try:
-                found[path] = (fsutil.info(path)["size"], "")
-            except OSError as exc:
-                found[path] = (0, f"{path}: cannot read the file ({exc.strerror or exc}); fix it "
-                                  "or leave it out")
-    return sorted((path, size, error) for path, (size, error) in found.items())
 
 
 def plan_job(options: PipelineOptions) -> ReshardJob:
@@ -142,11 +112,11 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
     if unused:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
-    for path, size, error in discover(io.input):
-        fields = rs.fields_of(path, regex=regex, flags=flags, needed=needed)
-        sources.append(rs.Source(path=path, format=readers.file_format(path), size=size,
-                                 fields=tuple(sorted(fields.items())), error=error))
-    extension = rs.EXTENSIONS[ro.compression]
+    for found in readers.find_inputs(io.input, skip_unsupported=True):
+        fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
+        sources.append(rs.Source(path=found.path, format=found.format, size=found.size,
+                                 fields=tuple(sorted(fields.items())), error=found.error))
+    extension = jsonl_sink.EXTENSIONS[ro.compression]
     output = io.output.rstrip("/") if "://" in io.output else io.output
     group_fields = sorted({s.fields for s in sources})
     first_names: dict[str, tuple] = {}
@@ -168,7 +138,7 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
         raise rs.ReshardError(f"{len(existing)} shard(s) of an earlier run are in {output} (e.g. "
                               f"{existing[0].rsplit('/', 1)[-1]}); pass --overwrite to replace "
                               "them or choose another --output")
-    temp_dir = fsutil.join(output, f".reshard-{uuid.uuid4().hex[:12]}.tmp")
+    temp_dir = jsonl_sink.new_temporary_dir(output)
     plan = rs.CommitPlan(output=output, template=ro.name_template, extension=extension,
                          stale=tuple(existing))
     return ReshardJob(options=options, sources=sources, target=target,
@@ -206,8 +176,11 @@ def print_plan(job: ReshardJob, out=None) -> None:
 
 
 def help_parser() -> argparse.ArgumentParser:
+    """Every flag of reshard's own: the tokenize job's five it shares (:data:`SHARED_FLAGS`,
+    read through :mod:`pipelines.options`' classes) and :class:`ReshardOptions`."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.reshard", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--input", action="append", metavar="GLOB",
                         help="JSONL (.jsonl, .json, .gz, .zst) / Parquet files: glob, file or "
                              "folder; local or fsspec URL; repeatable")
@@ -215,32 +188,64 @@ def help_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards of an earlier run with the same names")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
-    parser.add_argument("--workers", type=int, help="worker processes on the local runner")
+    # Its value is checked where it is read (pipelines.options' --workers), not twice.
+    parser.add_argument("--workers", metavar="N", help="worker processes on the local runner")
     ReshardOptions._add_argparse_args(parser)
     return parser
 
 
+# The flags reshard takes from the tokenize job's option classes.
+SHARED_FLAGS = ("--input", "--output", "--overwrite", "--dry-run", "--workers")
+
+
+def parse(argv: list[str]) -> PipelineOptions:
+    """``argv`` as PipelineOptions, refusing any flag that is neither reshard's (:func:`help_parser`)
+    nor Beam's. Beam's parser knows every PipelineOptions class imported in the process, so the
+    tokenize job's ``--tokenizer-type`` would otherwise pass and do nothing."""
+    parser = help_parser()
+    for cls in PipelineOptions.__subclasses__():
+        if cls.__module__.startswith("apache_beam."):
+            try:
+                cls._add_argparse_args(parser)
+            except argparse.ArgumentError:
+                pass  # a flag two Beam option classes both declare
+    _, unknown = parser.parse_known_args(argv)
+    refused = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")]
+    if refused:
+        flag = refused[0]
+        tokenize_flags = opts.help_parser("tokenize")._option_string_actions
+        whose = ": it is the tokenize job's, not reshard's" if flag in tokenize_flags else ""
+        raise opts.OptionsError(f"unknown flag {flag}{whose}; see --help")
+    return opts.parse(argv)
+
+
+class InputsUnreadable(errors.RunError):
+    """Inputs that cannot be read whole: nothing is written (exit status 1)."""
+
+
+class ReshardFailed(errors.RunError):
+    """The Beam job failed; the message says why (exit status 1)."""
+
+
 def run(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
     if "-h" in argv or "--help" in argv:
         help_parser().print_help()
         return 0
-    try:
-        options = opts.parse(argv)
-        job = plan_job(options)
-    except (opts.OptionsError, rs.ReshardError, readers.InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    options = parse(argv)
+    job = plan_job(options)
     if options.view_as(opts.InputOutputOptions).plan_only:
         print_plan(job)
         return 0
     try:
         with beam.Pipeline(options=job.options) as pipeline:
             build(pipeline, job)
-        summary = json.loads(fsutil.read_bytes(fsutil.join(job.temp_dir, rs.SUMMARY_NAME)))
+        summary = jsonl_sink.read_summary(job.temp_dir)
     except Exception as exc:  # noqa: BLE001 - any failure of the job ends it with its reason
-        print(f"error: reshard failed: {_root_cause(exc)}", file=sys.stderr)
-        return 1
+        raise ReshardFailed(f"reshard failed: {_root_cause(exc)}") from exc
     finally:
         fsutil.remove_tree(job.temp_dir)
     if summary["failed"]:
@@ -248,10 +253,9 @@ def run(argv=None) -> int:
             reason = f["reason"] if f["reason"].startswith(f["path"]) else \
                 f"{f['path']}: {f['reason']}"
             print(f"FAILED {reason}", file=sys.stderr)
-        print(f"error: reshard wrote nothing: {len(summary['failed'])} input(s) cannot be read "
-              "whole (listed above); a shard without their documents would look complete. "
-              "Re-copy or leave them out and rerun.", file=sys.stderr)
-        return 1
+        raise InputsUnreadable(f"reshard wrote nothing: {len(summary['failed'])} input(s) cannot "
+                               "be read whole (listed above); a shard without their documents "
+                               "would look complete. Re-copy or leave them out and rerun.")
     summary = summary["shards"]
     for row in sorted(summary, key=lambda r: r["name"]):
         print(f"{row['name']}  documents={row['documents']} bytes={row['bytes']}")
@@ -261,18 +265,20 @@ def run(argv=None) -> int:
 
 
 def _root_cause(exc: BaseException) -> str:
-    """The message that says what went wrong: Beam wraps a DoFn's exception in layers of
-    context, so prefer our own error types in the chain, else the innermost exception."""
+    """What went wrong, in one line: the anticipated cause when there is one
+    (:func:`dataio.errors.describe` finds it also in what a Beam worker raised), else the
+    innermost exception of the chain (Beam wraps a DoFn's exception in layers of context)."""
+    known = errors.describe(exc)
+    if known is not None:
+        return known[0]
     chain = []
     while exc is not None and exc not in chain:
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    ours = [e for e in chain if type(e).__module__.split(".")[0] in ("dataio", "transforms",
-                                                                     "pipelines")]
-    chosen = ours[-1] if ours else chain[-1]
+    chosen = chain[-1]
     message = re.sub(r" \[while running '[^']*'\]", "", str(chosen))
     return f"{type(chosen).__name__}: {message}".strip()
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

@@ -81,7 +81,8 @@ def _source(path, fmt="jsonl", fields=(("language", "en"),)):
 def test_plan_assigns_every_document_once_in_order(files, target):
     """Documents are byte runs on the offset line; the plan gives each to exactly one shard, in
     order, and a shard's starts fit in the target."""
-    measured = [rs.Measured(_source(f"f{i:02d}"), (sum(sizes),)) for i, sizes in enumerate(files)]
+    measured = [rs.Measured(source=_source(f"f{i:02d}"),
+                            unit_sizes=(sum(sizes),)) for i, sizes in enumerate(files)]
     shards = rs.plan_group(measured, target=target)
     total = sum(map(sum, files))
     assert (len(shards) == 0) == (total == 0)
@@ -104,7 +105,7 @@ def test_plan_assigns_every_document_once_in_order(files, target):
 
 
 def test_plan_parquet_units_cover_only_overlapping_row_groups():
-    m = rs.Measured(_source("p", "parquet"), (100, 100, 100))
+    m = rs.Measured(source=_source("p", "parquet"), unit_sizes=(100, 100, 100))
     shards = rs.plan_group([m], target=150)
     assert [p.units for (p,) in shards] == [((0, 0), (1, 100)), ((1, 100), (2, 200))]
 
@@ -264,6 +265,29 @@ def test_configuration_errors_exit_2(tmp_path, capsys, extra, message):
     assert _run(*args, *extra) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--tokenizer-type", "x"), ("--json-keys", "text"),
+                                         ("--log-interval", "5")])
+def test_the_tokenize_jobs_flags_are_refused(tmp_path, capsys, flag, value):
+    """Beam's parser would take every flag of every options class imported; reshard takes only
+    its own and Beam's."""
+    _corpus(tmp_path / "in")
+    assert _run("--input", tmp_path / "in", "--output", tmp_path / "out", "--name-regex", REGEX,
+                "--name-template", TEMPLATE, flag, value) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"error: unknown flag {flag}: it is the tokenize job's, not "
+                                "reshard's; see --help"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_beam_flags_and_shared_flags_pass(tmp_path):
+    options = reshard.parse(["--input", "x", "--output", "y", "--overwrite", "--dry-run",
+                             "--workers", "2", "--runner", "DirectRunner",
+                             "--direct_runner_bundle_repeat=1", "--compression", "zstd"])
+    io = options.view_as(opts.InputOutputOptions)
+    assert (io.input, io.output, io.overwrite, io.plan_only) == (["x"], "y", True, True)
+    assert options.view_as(reshard.ReshardOptions).compression == "zstd"
 
 
 def test_missing_inputs_exit_2(tmp_path, capsys):
