@@ -64,7 +64,8 @@ class ReshardOptions(PipelineOptions):
         for field in rs.FIELD_FLAGS:
             parser.add_argument(f"--{field}", default=None,
                                 help=f"{{{field}}} for every input (instead of --name-regex)")
-        parser.add_argument("--compression", default="none", choices=sorted(jsonl_sink.EXTENSIONS),
+        parser.add_argument("--compression", default="none",
+                            choices=sorted(jsonl_sink.EXTENSIONS),
                             help="compress the output shards (.jsonl.gz / .jsonl.zst)")
 
 
@@ -87,8 +88,8 @@ class ReshardJob:
 
 
 def plan_job(options: PipelineOptions) -> ReshardJob:
-    """Validate the options and find the inputs; raises :class:`rs.ReshardError` or
-    :class:`opts.OptionsError` with the flag and the fix."""
+    """Validate the options and find the inputs; raises :class:`rs.ReshardError`,
+    :class:`opts.OptionsError` or :class:`readers.InputError` with the flag and the fix."""
     io = options.view_as(opts.InputOutputOptions)
     ro = options.view_as(ReshardOptions)
     if not io.input:
@@ -176,8 +177,8 @@ def print_plan(job: ReshardJob, out=None) -> None:
 
 
 def help_parser() -> argparse.ArgumentParser:
-    """Every flag of reshard's own: the tokenize job's five it shares (:data:`SHARED_FLAGS`,
-    read through :mod:`pipelines.options`' classes) and :class:`ReshardOptions`."""
+    """Every flag reshard takes besides Beam's: the five it shares with the tokenize job (read
+    through :mod:`pipelines.options`' classes) and :class:`ReshardOptions`."""
     parser = argparse.ArgumentParser(prog="python -m pipelines.reshard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
@@ -194,14 +195,11 @@ def help_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The flags reshard takes from the tokenize job's option classes.
-SHARED_FLAGS = ("--input", "--output", "--overwrite", "--dry-run", "--workers")
-
-
 def parse(argv: list[str]) -> PipelineOptions:
-    """``argv`` as PipelineOptions, refusing any flag that is neither reshard's (:func:`help_parser`)
-    nor Beam's. Beam's parser knows every PipelineOptions class imported in the process, so the
-    tokenize job's ``--tokenizer-type`` would otherwise pass and do nothing."""
+    """``argv`` as PipelineOptions, refusing any flag that is neither reshard's
+    (:func:`help_parser`) nor Beam's. Beam's parser knows every PipelineOptions class imported
+    in the process, so the tokenize job's ``--tokenizer-type`` would otherwise pass and do
+    nothing."""
     parser = help_parser()
     for cls in PipelineOptions.__subclasses__():
         if cls.__module__.startswith("apache_beam."):

@@ -21,7 +21,8 @@ Contract:
 - An input that cannot be read whole (a truncated or corrupt ``.gz``/``.zst``, a short Parquet
   file, a path that cannot be opened) is found while measuring, and then nothing is written: the
   offsets of a group depend on every file in it, and shards missing a file's documents would look
-  complete. Every such file is listed with its reason (the ``failed`` list of :data:`dataio.jsonl_sink.SUMMARY_NAME`).
+  complete. Every such file is listed with its reason (the ``failed`` list of
+  :data:`dataio.jsonl_sink.SUMMARY_NAME`).
   Planned shards that received no document (possible only when single documents are larger than
   a span) are dropped, and ``split`` numbers the remaining shards of a group 0, 1, 2, ...
 
