@@ -497,8 +497,8 @@ def _commit_and_summarise(results, *, failed, plan: CommitPlan, temp_dir: str):
     failed = sorted(({"path": m.source.path, "reason": m.error} for m in failed),
                     key=lambda f: f["path"])
     shards = [] if failed else commit(list(results), plan)  # none are planned when one failed
-    fsutil.put_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
-                      json.dumps({"shards": shards, "failed": failed}, indent=1).encode("utf-8"))
+    summary = json.dumps({"shards": shards, "failed": failed}, indent=1).encode("utf-8")
+    fsutil.write_bytes_atomic(fsutil.join(temp_dir, SUMMARY_NAME), summary)
     yield from shards
 
 
