@@ -1,7 +1,8 @@
 """``python -m pipelines.validate PATH [PATH ...]``: check Megatron .bin/.idx datasets.
 
 A PATH is a prefix, a ``.bin`` or ``.idx`` file, a folder (every dataset directly in it) or a
-glob of them (found by :func:`dataio.dataset.find_datasets`, each dataset once, in name order).
+glob of them (found by :func:`dataio.dataset.find_datasets`; the datasets of each PATH in name
+order, the PATHs in the order given).
 Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
 only when every dataset passes (and at least one was found).
 """
@@ -34,7 +35,9 @@ def run(argv=None) -> int:
 def _run(argv) -> int:
     args = build_parser().parse_args(argv)
     # "keep": an incomplete pair, or a path with no dataset, is listed so that it FAILs below.
-    prefixes = dataset.find_datasets(args.paths, incomplete="keep")
+    # One path at a time: the lines come in the order of the paths given.
+    prefixes = [prefix for path in args.paths
+                for prefix in dataset.find_datasets([path], incomplete="keep")]
     if not prefixes:
         print("FAIL no .bin/.idx datasets found in " + " ".join(args.paths))
         return 1
