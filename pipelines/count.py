@@ -90,18 +90,10 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
     """``(prefix, target)`` for renames cut off between the two files: a lone ``X.idx`` beside a
     lone ``X_dc=.._sc=.._tc=...bin`` whose counts match the index."""
     lone_idx: set[str] = set()
-    for pattern in patterns:
-        for match in fsutil.glob(pattern):
-            fs, inner = fsutil.filesystem_and_path(match)
-            paths = fsutil.list_files(match) if fs.isdir(inner) else [match]
-            for path in paths:
-                if indexed.is_temporary_name(path) or not path.endswith((".bin", ".idx")):
-                    continue
-                prefix = indexed.prefix_of(path)
-                if path.endswith(".bin") and naming.parse_counts(os.path.basename(prefix)):
-                    prefix = naming.strip_counts(prefix)  # the .bin already moved; find its .idx
-                if not naming.parse_counts(os.path.basename(prefix)):
-                    lone_idx.add(prefix)
+    # "keep": the half-renamed pair is what is looked for, so incomplete pairs are listed.
+    for prefix in dataset.find_datasets(patterns, incomplete="keep"):
+        # A lone X_dc=.._sc=.._tc=...bin: the .bin already moved; its .idx is still X.idx.
+        lone_idx.add(naming.strip_counts(prefix))
     pairs = []
     for prefix in sorted(lone_idx):
         if fsutil.exists(indexed.bin_path(prefix)) or not fsutil.exists(indexed.idx_path(prefix)):
