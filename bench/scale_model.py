@@ -223,7 +223,8 @@ for s in job.shards:  # what a finished run leaves: record + files of the record
             f.write(b"x" * 10)
     record = {"shard": s.shard, "name": name, "fingerprint": s.fingerprint, "documents": 3,
               "sequences": 3, "tokens": 99, "bin_size": 10, "idx_size": 10}
-    fsutil.put_atomic(commits.commit_record_path(job.output, s.shard), json.dumps(record).encode())
+    fsutil.write_bytes_atomic(commits.commit_record_path(job.output, s.shard),
+                              json.dumps(record).encode())
 """
 
 

@@ -25,22 +25,31 @@ dropped and windows may span shard boundaries. Contract:
   parent folder): ``{"tokenizer": {"vocab_size": N}}``; ``None`` without one.
 - A dataset pickles without its open maps and files (they reopen lazily), so it can be handed
   to worker processes (e.g. a torch ``DataLoader``; see :mod:`dataio.torch_dataset`).
+
+Also the one home of finding datasets, for every command: :func:`list_datasets` (the datasets
+directly in one folder, with a rule for incomplete pairs), :func:`find_datasets` (command-line
+paths: globs, folders, files, prefixes, URLs) and :func:`unique_datasets` (each dataset once
+however spelled); and of :data:`HOLDOUT_DIR`, where the tokenize job writes holdout shards.
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
+import glob as globlib
 import json
 import math
 import operator
 import os
+import sys
 from typing import Sequence
 
 import numpy as np
 
+from dataio import errors
 from dataio import fs as fsutil
 from dataio import indexed
+from dataio.readers import InputError
 
 SPLIT_NAMES = ("train", "holdout")
 HOLDOUT_DIR = "holdout"
@@ -110,18 +119,12 @@ class Shard:
         """``(sequence_lengths, sequence_pointers, document_indices)`` of the ``.idx``."""
         if self._arrays is None:
             path = indexed.idx_path(self.prefix)
-            raw = fsutil.map_or_read(path)
-            self.header = indexed.decode_header(bytes(raw[:indexed.HEADER_SIZE]))
-            if len(raw) < self.header.idx_size:
-                raise indexed.FormatError(f"{path} is {len(raw)} bytes; its header needs "
-                                          f"{self.header.idx_size}")
-            n, d = self.header.sequence_count, self.header.document_index_count
-            if d < 1:
+            index = indexed.read_index(path)
+            self.header = index.header
+            if self.header.document_index_count < 1:
                 raise indexed.FormatError(f"{path}: document_indices is empty (D=0)")
-            base = indexed.HEADER_SIZE
-            self._arrays = (np.frombuffer(raw, dtype="<i4", count=n, offset=base),
-                            np.frombuffer(raw, dtype="<i8", count=n, offset=base + 4 * n),
-                            np.frombuffer(raw, dtype="<i8", count=d, offset=base + 12 * n))
+            self._arrays = (index.sequence_lengths, index.sequence_pointers,
+                            index.document_indices)
         return self._arrays
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
@@ -206,19 +209,129 @@ class Shard:
 # finding datasets
 
 
-def list_prefixes(folder: str) -> list[str]:
-    """Prefixes of the complete datasets directly in ``folder`` (an ``.idx`` exists and is not a
-    temporary name), sorted by name."""
+INCOMPLETE = ("error", "skip", "keep", "idx")
+
+
+def _incomplete_message(prefix: str, present: str) -> str:
+    missing = ".idx" if present == ".bin" else ".bin"
+    return (f"{prefix}{present} has no {os.path.basename(prefix)}{missing} (an unfinished or "
+            "partly copied dataset?); finish or delete it")
+
+
+def _dataset_error(message: str) -> InputError:
+    # The dataset commands (count, merge, signature, blend) have always answered a dataset that
+    # cannot be found or used with exit status 1, not the usage status 2 of a bad --input.
+    return InputError(message, exit_status=errors.EXIT_FAILED)
+
+
+def list_datasets(folder: str, *, incomplete: str = "error") -> list[str]:
+    """Prefixes of the datasets directly in ``folder`` (not in its subfolders, so ``holdout/``
+    stays apart), sorted by name, spelled as ``folder`` is (a path or URL); temporary files of
+    unfinished writes are ignored.
+
+    ``incomplete`` says what becomes of a ``.bin`` without its ``.idx`` or the reverse:
+    ``"error"`` raises :class:`InputError` naming it, ``"skip"`` warns on stderr and leaves it
+    out, ``"keep"`` lists it (for a check that reports it), ``"idx"`` lists exactly the prefixes
+    whose ``.idx`` exists (the writer's commit rule: a lone ``.bin`` is an unfinished write).
+    """
+    if incomplete not in INCOMPLETE:
+        raise ValueError(f"incomplete={incomplete!r}: use one of {INCOMPLETE}")
+    if not is_folder(folder):
+        raise _dataset_error(f"{folder} is not a folder; give the folder that holds the .bin/.idx "
+                             "files")
     fs, inner = fsutil.filesystem_and_path(folder)
-    if not fs.isdir(inner):
-        raise FileNotFoundError(f"{folder} is not a folder")
-    names = sorted(os.path.basename(n.rstrip("/")) for n in fs.ls(inner, detail=False))
+    found: dict[str, set[str]] = {}
+    for entry in fs.ls(inner, detail=True):
+        name = os.path.basename(entry["name"].rstrip("/"))
+        if entry.get("type") != "directory" and name.endswith((".bin", ".idx")) \
+                and not indexed.is_temporary_name(name):
+            found.setdefault(name[:-4], set()).add(name[-4:])
     base = folder.rstrip("/") or folder
-    return [fsutil.join(base, indexed.prefix_of(n)) for n in names
-            if n.endswith(".idx") and not indexed.is_temporary_name(n)]
+    prefixes = []
+    for name, suffixes in sorted(found.items()):
+        prefix = fsutil.join(base, name)
+        if len(suffixes) == 2 or incomplete == "keep":
+            prefixes.append(prefix)
+        elif incomplete == "idx":
+            if ".idx" in suffixes:
+                prefixes.append(prefix)
+        elif incomplete == "skip":
+            print(f"warning: skipped {_incomplete_message(prefix, suffixes.pop())}",
+                  file=sys.stderr)
+        else:
+            raise _dataset_error(_incomplete_message(prefix, suffixes.pop()) +
+                                 " (or pass --skip-incomplete)")
+    return prefixes
 
 
-def _is_folder(path: str) -> bool:
+def find_datasets(patterns: Sequence[str], *, incomplete: str = "error") -> list[str]:
+    """Dataset prefixes named by command-line paths, sorted, each dataset once however it is
+    spelled (see :func:`unique_datasets`): the one way every dataset command finds its inputs.
+
+    A pattern may be a glob, a folder (its datasets, not its subfolders': see
+    :func:`list_datasets`), a ``.bin``/``.idx`` file or a prefix; local or any fsspec URL. Other
+    matches (``metadata.json``, folders matched by a wildcard) are ignored. ``incomplete`` as for
+    :func:`list_datasets`; a pattern that names no dataset is an :class:`InputError` naming it,
+    except with ``"keep"``, where a path that is not a folder stands for its own prefix (so a
+    check reports what is missing) and an empty folder adds nothing.
+    """
+    prefixes: set[str] = set()
+    for pattern in patterns:
+        found: set[str] = set()
+        magic = globlib.has_magic(pattern)
+        matches = fsutil.glob(pattern)
+        if not matches and not magic and fsutil.exists(indexed.idx_path(pattern)):
+            matches = [indexed.idx_path(pattern)]
+        for match in matches:
+            if is_folder(match):
+                # A folder named outright is read; one a wildcard happens to match (holdout/
+                # under out/*) is not descended into.
+                if not magic:
+                    found.update(list_datasets(match, incomplete=incomplete))
+            elif match.endswith((".bin", ".idx")) and not indexed.is_temporary_name(match):
+                found.add(indexed.prefix_of(match))
+        if incomplete != "keep":
+            for prefix in sorted(found):
+                _check_pair(prefix, found, incomplete=incomplete)
+        elif not found and not magic and not is_folder(pattern):
+            found.add(indexed.prefix_of(pattern))
+        if not found and incomplete != "keep":
+            raise _dataset_error(f"--input {pattern}: no .bin/.idx datasets match; check the "
+                                 "path and quote the glob so the shell does not expand it")
+        prefixes.update(found)
+    return unique_datasets(sorted(prefixes))
+
+
+def _check_pair(prefix: str, found: set[str], *, incomplete: str) -> None:
+    """Apply ``incomplete`` to ``prefix`` when one of its two files is missing."""
+    for present, other in ((".bin", ".idx"), (".idx", ".bin")):
+        if fsutil.exists(prefix + other):
+            continue
+        if incomplete == "idx" and other == ".bin":
+            return  # a lone .idx is listed: opening it says what is wrong
+        if incomplete in ("skip", "idx"):
+            if incomplete == "skip":
+                print(f"warning: skipped {_incomplete_message(prefix, present)}",
+                      file=sys.stderr)
+            found.discard(prefix)
+            return
+        raise _dataset_error(_incomplete_message(prefix, present))
+
+
+def unique_datasets(prefixes: Sequence[str]) -> list[str]:
+    """``prefixes`` with every dataset once, in the given order: ``out/x`` and ``out/./x`` (or a
+    symlink to it) are one dataset, and counting, blending or merging it twice is never meant."""
+    seen: set[str] = set()
+    unique = []
+    for prefix in prefixes:
+        where = fsutil.resolve_location(indexed.idx_path(prefix))
+        if where not in seen:
+            seen.add(where)
+            unique.append(prefix)
+    return unique
+
+
+def is_folder(path: str) -> bool:
     fs, inner = fsutil.filesystem_and_path(path)
     return fs.isdir(inner)
 
@@ -230,13 +343,13 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
                          "fractions, or None")
     if isinstance(path_or_prefixes, (str, os.PathLike)):
         path = os.fspath(path_or_prefixes)
-        if _is_folder(path):
+        if is_folder(path):
             folder = fsutil.join(path, HOLDOUT_DIR) if split == "holdout" else path
-            if split == "holdout" and not _is_folder(folder):
+            if split == "holdout" and not is_folder(folder):
                 raise FileNotFoundError(f"{path} has no {HOLDOUT_DIR}/ subfolder; holdout shards "
                                         "exist only when the tokenize job ran with "
                                         "--holdout-fraction")
-            prefixes = list_prefixes(folder)
+            prefixes = list_datasets(folder, incomplete="idx")
             if not prefixes:
                 raise FileNotFoundError(f"no .bin/.idx datasets in {folder}; pass the --output "
                                         "folder of pipelines.tokenize or a list of prefixes")

@@ -11,9 +11,9 @@ Azurite's path-style ``http://HOST:PORT/devstoreaccount1/...``) are resolved by
 
 Storage primitives for commit protocols (same behaviour on local disk and object stores):
 :func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
-containers, the target complete whenever it exists), :func:`put_atomic` (a small object appears
-whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`, :func:`remove` and
-:func:`remove_temporaries`. :func:`write_bytes_atomic` is :func:`put_atomic` on Azure.
+containers, the target complete whenever it exists), :func:`write_bytes_atomic` (a small file
+appears whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`,
+:func:`remove` and :func:`remove_temporaries`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import sys
 import tempfile
 import threading
 from typing import Any, Callable
@@ -195,29 +196,6 @@ def info(path: str) -> dict[str, Any]:
             "mtime": float(mtime) if mtime is not None else None}
 
 
-def put_atomic(path: str, data: bytes) -> None:
-    """Write a small object so that readers see the old content or all of ``data``, never a
-    part (local: temporary file + fsync + rename; object stores: one single-request upload)."""
-    if is_local(path):
-        local = os.path.abspath(path.removeprefix("file://"))
-        folder = os.path.dirname(local)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(local) + ".")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, local)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return
-    fs, inner = filesystem_and_path(path)
-    fs.pipe_file(inner, bytes(data))
-
-
 def list_files(folder: str) -> list[str]:
     """Files directly in ``folder`` as URLs in ``folder``'s form, sorted; [] if it is absent."""
     fs, inner = filesystem_and_path(folder)
@@ -255,18 +233,48 @@ def read_bytes(path: str) -> bytes:
 
 
 def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write a small object under a temporary name, then move it into place."""
-    if _azure(path) is not None:
-        # One Put Blob is already all-or-nothing; a temporary + copy + delete adds 3 requests.
-        put_atomic(path, data)
+    """Write a small file so that readers see the old content or all of ``data``, never a part:
+    the one atomic small write of tokenbeam (commit records, metadata, caches, reports).
+
+    Local: a uniquely named temporary beside it (``.NAME.inprogress-*``, which
+    :func:`remove_temporaries` recognises should a crash leave it), fsync, rename. Azure: one Put
+    Blob, already all-or-nothing (a temporary + copy + delete would add 3 requests). Other
+    fsspec URLs: a temporary, then :func:`replace`."""
+    if is_local(path):
+        local = os.path.abspath(path.removeprefix("file://"))
+        folder = os.path.dirname(local)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(local)}.inprogress-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, local)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
         return
     fs, inner = filesystem_and_path(path)
+    if _azure(path) is not None:
+        fs.pipe_file(inner, bytes(data))
+        return
     makedirs(fs, os.path.dirname(inner))
     head, tail = os.path.split(inner)
     tmp = os.path.join(head, f".{tail}.inprogress-{os.getpid()}")
     with fs.open(tmp, "wb") as f:
         f.write(data)
     replace(fs, tmp, inner)
+
+
+def write_text(path: str, text: str) -> None:
+    """:func:`write_bytes_atomic` of ``text`` in UTF-8; ``-`` is stdout (a command's report or
+    script printed instead of written)."""
+    if path == "-":
+        sys.stdout.write(text)
+        return
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def remove(path: str) -> None:

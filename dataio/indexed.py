@@ -38,6 +38,11 @@ Contract of this module:
   ``sendfile``); a dataset made of one other (:meth:`~IndexedDatasetWriter.adopt`) hard-links its
   ``.bin`` and copies nothing. Object stores stream as before (a rename there is a copy anyway).
 - :func:`validate` checks everything the format implies (see its docstring).
+- The ``.idx`` is decoded here only: :func:`read_index` maps it whole (the reader, the writer's
+  :meth:`~IndexedDatasetWriter.add_index`, :class:`dataio.dataset.Shard`), :func:`count_index`
+  reads the header and the lengths array in 16 MiB chunks (memory bounded on huge indexes) and
+  never the other two arrays; both use :func:`decode_header` and :func:`index_size_error`.
+- :func:`count_dataset` counts a dataset from its ``.idx`` alone plus the ``.bin``'s size.
 
 Paths may be local or any fsspec URL; see :mod:`dataio.fs`.
 """
@@ -55,7 +60,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
-from dataio import faults
+from dataio import errors, faults
 from dataio import fs as fsutil
 from dataio import naming
 
@@ -84,11 +89,13 @@ UINT16_VOCAB_LIMIT = 65500
 # close() stays well under 20 MB whatever the sequence count, large enough for numpy to be fast.
 _CHUNK_ELEMENTS = 1 << 18
 _COPY_BYTES = 1 << 24
+# Bytes of the lengths array :func:`count_index` reads at a time (4M sequences).
+_LENGTH_CHUNK_BYTES = 1 << 24
 _WRITE_BUFFER_BYTES = 1 << 20
 
 
-class FormatError(ValueError):
-    """A file that is not a valid Megatron indexed dataset."""
+class FormatError(errors.RunError, ValueError):
+    """A file that is not a valid Megatron indexed dataset (exit status 1: the data failed)."""
 
 
 class TokenRangeError(ValueError):
@@ -174,6 +181,105 @@ def decode_header(raw: bytes) -> IndexHeader:
 def read_header(prefix: str) -> IndexHeader:
     with fsutil.open_file(idx_path(prefix), "rb") as f:
         return decode_header(f.read(HEADER_SIZE))
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """What a dataset (or a part of one) holds: the one counts record of tokenbeam."""
+
+    documents: int = 0
+    sequences: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(self.documents + other.documents, self.sequences + other.sequences,
+                      self.tokens + other.tokens)
+
+
+def index_size_error(path: str, size: int, header: IndexHeader) -> FormatError:
+    return FormatError(f"{path} is {size} bytes but its header (N={header.sequence_count}, "
+                       f"D={header.document_index_count}) needs {header.idx_size}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """A decoded ``.idx``: its header and its three arrays, read-only views of the file's bytes
+    (they keep the map alive, so they stay valid after the :class:`Index` is gone)."""
+
+    header: IndexHeader
+    sequence_lengths: np.ndarray  # int32, N
+    sequence_pointers: np.ndarray  # int64, N
+    document_indices: np.ndarray  # int64, D
+
+
+def read_index(path: str) -> Index:
+    """The ``.idx`` at ``path``, memory-mapped (local) or read whole (other URLs). A file
+    shorter than its header implies is a :class:`FormatError`; a longer one is accepted (as by
+    Megatron's reader; :func:`validate` reports it)."""
+    raw = fsutil.map_or_read(path)
+    header = decode_header(bytes(raw[:HEADER_SIZE]))
+    if len(raw) < header.idx_size:
+        raise index_size_error(path, len(raw), header)
+    n, d = header.sequence_count, header.document_index_count
+    return Index(header,
+                 np.frombuffer(raw, dtype="<i4", count=n, offset=HEADER_SIZE),
+                 np.frombuffer(raw, dtype="<i8", count=n, offset=HEADER_SIZE + 4 * n),
+                 np.frombuffer(raw, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n))
+
+
+def count_index(path: str) -> tuple[IndexHeader, Counts]:
+    """The header and counts of the ``.idx`` at ``path`` from its header and lengths array only,
+    read in bounded chunks (never the whole file, whatever its size); the file's size must be
+    exactly what its header implies."""
+    with fsutil.open_file(path, "rb") as f:
+        try:
+            header = decode_header(f.read(HEADER_SIZE))
+        except FormatError as exc:
+            raise FormatError(f"{path}: {exc}") from None
+        remaining = 4 * header.sequence_count
+        tokens = 0
+        while remaining:
+            raw = f.read(min(remaining, _LENGTH_CHUNK_BYTES))
+            if not raw:
+                break  # a short file: the size check below names it
+            usable = len(raw) - len(raw) % 4
+            tokens += int(np.frombuffer(raw[:usable], dtype="<i4").sum(dtype=np.int64))
+            remaining -= len(raw)
+    actual = fsutil.size(path)
+    if actual != header.idx_size:
+        raise index_size_error(path, actual, header)
+    return header, Counts(header.document_count, header.sequence_count, tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedDataset:
+    """A dataset's prefix, dtype and :class:`Counts`, as :func:`count_dataset` found them."""
+
+    prefix: str
+    dtype: np.dtype
+    counts: Counts
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.prefix)
+
+    def counted_name(self) -> str:
+        """The name with ``_dc=N_sc=N_tc=N`` of these counts appended."""
+        c = self.counts
+        return naming.with_counts(self.name, c.documents, c.sequences, c.tokens)
+
+
+def count_dataset(prefix: str) -> CountedDataset:
+    """Counts of one dataset from its ``.idx`` (:func:`count_index`) and the size of its
+    ``.bin`` (never read); raises :class:`FormatError` when the two disagree or the index is
+    damaged, FileNotFoundError when a file is missing."""
+    header, counts = count_index(idx_path(prefix))
+    bin_size = fsutil.size(bin_path(prefix))
+    expected = counts.tokens * header.dtype.itemsize
+    if bin_size != expected:
+        raise FormatError(f"{bin_path(prefix)} is {bin_size} bytes but the index holds "
+                          f"{counts.tokens} {header.dtype} tokens ({expected} bytes)")
+    return CountedDataset(prefix, header.dtype, counts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,20 +512,15 @@ class IndexedDatasetWriter:
     def _add_index_arrays(self, prefix: str) -> int:
         """Append ``prefix``'s lengths and document boundaries; returns its token count."""
         # Only the index is loaded: IndexedDataset would also read a remote .bin whole.
-        raw_idx = fsutil.map_or_read(idx_path(prefix))
-        header = decode_header(bytes(raw_idx[:HEADER_SIZE]))
-        if header.dtype != self.dtype:
-            raise ValueError(f"{prefix}: dtype {header.dtype} differs from the output's "
+        index = read_index(idx_path(prefix))
+        if index.header.dtype != self.dtype:
+            raise ValueError(f"{prefix}: dtype {index.header.dtype} differs from the output's "
                              f"{self.dtype}")
-        n, d = header.sequence_count, header.document_index_count
-        if len(raw_idx) < header.idx_size:
-            raise FormatError(f"{idx_path(prefix)} is {len(raw_idx)} bytes; its header needs "
-                              f"{header.idx_size}")
-        lengths = np.frombuffer(raw_idx, dtype="<i4", count=n, offset=HEADER_SIZE)
+        lengths = index.sequence_lengths
         offset = self._lengths.count
-        for start in range(0, n, _CHUNK_ELEMENTS):
+        for start in range(0, len(lengths), _CHUNK_ELEMENTS):
             self._lengths.extend(lengths[start:start + _CHUNK_ELEMENTS])
-        doc_idx = np.frombuffer(raw_idx, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n)
+        doc_idx = index.document_indices
         for start in range(1, len(doc_idx), _CHUNK_ELEMENTS):
             self._doc_ends.extend(doc_idx[start:start + _CHUNK_ELEMENTS] + offset)
         tokens = int(lengths.sum(dtype=np.int64))
@@ -561,18 +662,11 @@ class IndexedDataset:
 
     def __init__(self, prefix: str):
         self.prefix = prefix_of(prefix)
-        self._idx = fsutil.map_or_read(idx_path(self.prefix))
-        self.header = decode_header(bytes(self._idx[:HEADER_SIZE]))
-        if len(self._idx) < self.header.idx_size:
-            raise FormatError(f"{idx_path(self.prefix)} is {len(self._idx)} bytes; the header "
-                              f"(N={self.header.sequence_count}, D={self.header.document_index_count}) "
-                              f"needs {self.header.idx_size}")
-        n, d = self.header.sequence_count, self.header.document_index_count
-        self.sequence_lengths = np.frombuffer(self._idx, dtype="<i4", count=n, offset=HEADER_SIZE)
-        self.sequence_pointers = np.frombuffer(self._idx, dtype="<i8", count=n,
-                                               offset=HEADER_SIZE + 4 * n)
-        self.document_indices = np.frombuffer(self._idx, dtype="<i8", count=d,
-                                              offset=HEADER_SIZE + 12 * n)
+        index = read_index(idx_path(self.prefix))
+        self.header = index.header
+        self.sequence_lengths = index.sequence_lengths
+        self.sequence_pointers = index.sequence_pointers
+        self.document_indices = index.document_indices
         self._bin = fsutil.map_or_read(bin_path(self.prefix))
         self.tokens = np.frombuffer(self._bin, dtype=self.dtype.newbyteorder("<"),
                                     count=len(self._bin) // self.dtype.itemsize)
@@ -644,19 +738,6 @@ def merge(prefixes: Sequence[str], output_prefix: str, *, dtype=None) -> IndexHe
 
 # ---------------------------------------------------------------------------------------------
 # validate
-
-
-@dataclasses.dataclass(frozen=True)
-class Counts:
-    """What a dataset (or a part of one) holds: the one counts record of tokenbeam."""
-
-    documents: int = 0
-    sequences: int = 0
-    tokens: int = 0
-
-    def __add__(self, other: "Counts") -> "Counts":
-        return Counts(self.documents + other.documents, self.sequences + other.sequences,
-                      self.tokens + other.tokens)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,7 +129,7 @@ def commit(renames: Sequence[tuple[str, str]], *, dropped: Iterable[str] = (),
 
 def write_summary(temp_dir: str, *, shards: list[dict], failed: list[dict]) -> None:
     """Step 4: ``{"shards": [row per committed shard], "failed": [{"path", "reason"}]}``."""
-    fsutil.put_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
+    fsutil.write_bytes_atomic(fsutil.join(temp_dir, SUMMARY_NAME),
                       json.dumps({"shards": shards, "failed": failed}, indent=1).encode("utf-8"))
 
 

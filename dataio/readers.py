@@ -31,6 +31,7 @@ import sys
 import zlib
 from typing import Iterator, Sequence
 
+from dataio import errors
 from dataio import fs as fsutil
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
@@ -43,8 +44,15 @@ _BLOCK = 8 << 20
 WHOLE_FILE_NOTE_BYTES = 4 << 30
 
 
-class InputError(ValueError):
-    """A bad input specification (no files, unsupported format, clashing names)."""
+class InputError(errors.ConfigError):
+    """The inputs named on the command line cannot be used (no files, an unsupported format,
+    clashing names, an incomplete dataset); the message names them and the fix. A bad command
+    line, exit status 2, unless raised with another ``exit_status`` (the dataset commands answer
+    a dataset they cannot find or use with 1). The one input error of every command."""
+
+    def __init__(self, message: str, *, exit_status: int = errors.EXIT_USAGE):
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
 class CorruptFileError(IOError):

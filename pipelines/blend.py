@@ -22,12 +22,12 @@ import json
 import re
 import sys
 
+from dataio import dataset, errors
 from dataio import fs as fsutil
-from pipelines.signature import InputError, expand_inputs, write_text
 from transforms import blend as blendlib
 
 
-class UsageError(ValueError):
+class UsageError(errors.ConfigError):
     """Bad flags or an unreadable configuration file (exit status 2)."""
 
 
@@ -66,7 +66,7 @@ def shard_paths(*, signature: str | None, inputs: list[str] | None) -> list[str]
             raise UsageError(f"--signature {signature}: expected a JSON list of shard names, as "
                              "written by python -m pipelines.signature")
         return [n.removesuffix(".bin").removesuffix(".idx") for n in names]
-    return expand_inputs(inputs)
+    return dataset.find_datasets(inputs)
 
 
 def make_shards(paths: list[str], *, path_prefix: str | None) -> list[blendlib.Shard]:
@@ -123,38 +123,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    try:
-        if args.max_epochs is not None and args.max_epochs <= 0:
-            raise UsageError(f"--max-epochs {args.max_epochs}: must be positive")
-        total = parse_token_count(args.total_tokens)
-        ratios = blendlib.parse_ratios(read_json(args.data_ratio, flag="--data-ratio"),
-                                       source=args.data_ratio)
-        lang_prob = blendlib.parse_lang_prob(read_json(args.lang_prob, flag="--lang-prob"),
-                                             source=args.lang_prob)
-        exclude = blendlib.parse_exclude(read_json(args.exclude, flag="--exclude"),
-                                         source=args.exclude) if args.exclude else []
-        paths = shard_paths(signature=args.signature, inputs=args.input)
-        refuse_overwriting_inputs(args, paths)
-        shards = make_shards(paths, path_prefix=args.path_prefix)
-        result = blendlib.compute_blend(
-            shards, ratios=ratios, lang_prob=lang_prob, total_tokens=total, exclude=exclude,
-            max_epochs=args.max_epochs,
-            sources={"lang_prob": args.lang_prob, "data_ratio": args.data_ratio,
-                     "exclude": args.exclude or "--exclude"})
-    except (UsageError, blendlib.ConfigError, fsutil.SameLocationError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (blendlib.BlendError, InputError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return errors.main(_run, argv)
 
-    write_text(args.output_script, blendlib.render_script(result))
+
+def _run(argv) -> int:
+    args = build_parser().parse_args(argv)
+    if args.max_epochs is not None and args.max_epochs <= 0:
+        raise UsageError(f"--max-epochs {args.max_epochs}: must be positive")
+    total = parse_token_count(args.total_tokens)
+    ratios = blendlib.parse_ratios(read_json(args.data_ratio, flag="--data-ratio"),
+                                   source=args.data_ratio)
+    lang_prob = blendlib.parse_lang_prob(read_json(args.lang_prob, flag="--lang-prob"),
+                                         source=args.lang_prob)
+    exclude = blendlib.parse_exclude(read_json(args.exclude, flag="--exclude"),
+                                     source=args.exclude) if args.exclude else []
+    paths = shard_paths(signature=args.signature, inputs=args.input)
+    refuse_overwriting_inputs(args, paths)
+    shards = make_shards(paths, path_prefix=args.path_prefix)
+    result = blendlib.compute_blend(
+        shards, ratios=ratios, lang_prob=lang_prob, total_tokens=total, exclude=exclude,
+        max_epochs=args.max_epochs,
+        sources={"lang_prob": args.lang_prob, "data_ratio": args.data_ratio,
+                 "exclude": args.exclude or "--exclude"})
+
+    fsutil.write_text(args.output_script, blendlib.render_script(result))
     if args.report:
-        write_text(args.report, blendlib.render_report(result))
+        fsutil.write_text(args.report, blendlib.render_report(result))
     for name in result.unmatched_excludes:
         print(f"warning: {args.exclude} names {name!r}, which matches no shard", file=sys.stderr)
     for s in result.over_max_epochs():
@@ -170,4 +164,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

@@ -22,9 +22,14 @@ from typing import Callable
 import numpy as np
 
 from dataio import dataset as dsmod
+from dataio import errors
 from dataio import fs as fsutil
 
 PERCENTILES = (10, 50, 90, 99)
+
+
+class InspectError(errors.ConfigError):
+    """What inspect was pointed at cannot be opened: a path, split or flag to fix (status 2)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,11 +76,11 @@ def load_decoder(model: str) -> Callable[[np.ndarray], str]:
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"--tokenizer-model {model}: the folder has no tokenizer.json; "
-                                    "pass a HuggingFace tokenizer folder, a tokenizer.json or a "
-                                    "SentencePiece .model")
+            raise InspectError(f"--tokenizer-model {model}: the folder has no tokenizer.json; "
+                               "pass a HuggingFace tokenizer folder, a tokenizer.json or a "
+                               "SentencePiece .model")
     if not os.path.exists(path):
-        raise FileNotFoundError(f"--tokenizer-model {model}: no such file or folder")
+        raise InspectError(f"--tokenizer-model {model}: no such file or folder")
     if path.endswith(".json"):
         from tokenizers import Tokenizer
 
@@ -86,8 +91,8 @@ def load_decoder(model: str) -> Callable[[np.ndarray], str]:
 
         sp = spm.SentencePieceProcessor(model_file=path)
         return lambda ids: sp.decode([int(t) for t in ids])
-    raise ValueError(f"--tokenizer-model {model}: expected a folder with tokenizer.json, a "
-                     "tokenizer.json or a SentencePiece .model")
+    raise InspectError(f"--tokenizer-model {model}: expected a folder with tokenizer.json, a "
+                       "tokenizer.json or a SentencePiece .model")
 
 
 def recorded_tokenizer(prefixes: list[str]) -> str | None:
@@ -104,7 +109,7 @@ def plot_lengths(lengths: np.ndarray, path: str, *, title: str, bins: int = 60) 
     try:
         import matplotlib
     except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install 'tokenbeam[plot]'") from None
+        raise errors.RunError("--plot needs matplotlib: pip install 'tokenbeam[plot]'") from None
     matplotlib.use("Agg")  # no display on clusters; must precede pyplot
     import matplotlib.pyplot as plt
 
@@ -150,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv=None) -> int:
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.decode < 0:
@@ -171,9 +180,10 @@ def run(argv=None) -> int:
                 flag="--plot")
         shards = [dsmod.Shard(p) for p in prefixes]
         vocab_size = dsmod.read_vocab_size(prefixes)
-    except (FileNotFoundError, ValueError) as exc:  # ValueError: also fsutil.SameLocationError
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as exc:
+        # dataio.dataset is a library and raises the builtin errors; to this command whatever
+        # keeps it from opening its datasets (a damaged shard included) is a path to fix.
+        raise InspectError(str(exc)) from None
 
     stats = [shard_stats(s) for s in shards]
     for row in format_table(stats):
@@ -188,11 +198,8 @@ def run(argv=None) -> int:
               + "  ".join(f"{k} {v:,.1f}" if k == "mean" else f"{k} {v:,.0f}"
                           for k, v in summary.items()))
     holdout = fsutil.join(args.path, dsmod.HOLDOUT_DIR)
-    if args.split is None and fsutil.exists(holdout):
-        try:
-            count = len(dsmod.list_prefixes(holdout))
-        except FileNotFoundError:
-            count = 0
+    if args.split is None and dsmod.is_folder(holdout):
+        count = len(dsmod.list_datasets(holdout, incomplete="idx"))
         if count:
             print(f"{dsmod.HOLDOUT_DIR}/: {count} dataset{'s' * (count != 1)} "
                   "(show them with --split holdout)")
@@ -215,4 +222,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

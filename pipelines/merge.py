@@ -23,17 +23,17 @@ line (including an output that is one of the inputs).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import sys
 
+from dataio import dataset, errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
-from pipelines.count import count_dataset
-from pipelines.signature import InputError, expand_inputs, unique_datasets
 
 
-class MergeError(ValueError):
+class MergeError(errors.RunError):
     """The datasets cannot be merged as asked; the message names the files and the fix."""
 
 
@@ -47,7 +47,7 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
     anything that would make the merge fail or surprise."""
     if not prefixes:
         raise MergeError("no input datasets")
-    counted = [count_dataset(p) for p in prefixes]
+    counted = [indexed.count_dataset(p) for p in prefixes]
     dtypes = sorted({str(c.dtype) for c in counted})
     if len(dtypes) > 1:
         by_dtype = {d: [c.name for c in counted if str(c.dtype) == d] for d in dtypes}
@@ -55,13 +55,12 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
                             for d, names in by_dtype.items())
         raise MergeError(f"inputs have different dtypes ({listing}); merge each dtype separately "
                          "or re-tokenize with one tokenizer; nothing was written")
-    total = indexed.Counts(sum(c.documents for c in counted), sum(c.sequences for c in counted),
-                           sum(c.tokens for c in counted))
+    total = sum((c.counts for c in counted), indexed.Counts())
     named = naming.parse_counts(os.path.basename(output))
     if not counts_in_name:
         final = output
     elif named is not None:
-        if named != (total.documents, total.sequences, total.tokens):
+        if named != dataclasses.astuple(total):
             raise MergeError(f"--output {output} says dc={named[0]} sc={named[1]} tc={named[2]} "
                              f"but the inputs hold dc={total.documents} sc={total.sequences} "
                              f"tc={total.tokens}; drop the counts from --output to have them "
@@ -87,7 +86,7 @@ def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = T
                    overwrite: bool = False) -> tuple[str, indexed.Counts]:
     """Merge ``prefixes`` (in natural order) into ``output``; returns the final prefix and its
     counts."""
-    ordered = unique_datasets(sorted(prefixes, key=natural_key))
+    ordered = dataset.unique_datasets(sorted(prefixes, key=natural_key))
     final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
                               overwrite=overwrite)
     header = indexed.merge(ordered, final)
@@ -113,25 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv=None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
+    args = build_parser().parse_args(argv)
     output = indexed.prefix_of(args.output)
+    prefixes = dataset.find_datasets(args.input)
     try:
-        prefixes = expand_inputs(args.input)
         final, total = merge_datasets(prefixes, output, counts_in_name=not args.no_counts,
                                       overwrite=args.overwrite)
-    except fsutil.SameLocationError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_status
-    except (InputError, MergeError, indexed.FormatError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except FileNotFoundError as exc:  # an input removed after it was found
+        raise MergeError(str(exc)) from None
     print(f"merged {len(prefixes)} datasets -> {final} (documents={total.documents} "
           f"sequences={total.sequences} tokens={total.tokens})")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

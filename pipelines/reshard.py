@@ -39,10 +39,6 @@ from dataio import jsonl_sink, readers
 from pipelines import options as opts
 from transforms import reshard as rs
 
-# Discovery's messages already name the --input and the fix: one line, exit status 2.
-errors.anticipate(readers.InputError, status=errors.EXIT_USAGE)
-
-
 class ReshardOptions(PipelineOptions):
     """Reshard's own flags (``--input``, ``--output``, ``--overwrite``, ``--dry-run`` and
     ``--workers`` are the tokenize job's, from :mod:`pipelines.options`; :func:`parse` refuses

@@ -232,7 +232,7 @@ def check_output(output: str, *, probe: bool) -> None:
     probe_path = fsutil.join(output, f".probe-{os.getpid()}")
     try:
         fsutil.makedirs(fs, inner)
-        fsutil.put_atomic(probe_path, b"tokenbeam write probe\n")
+        fsutil.write_bytes_atomic(probe_path, b"tokenbeam write probe\n")
         fsutil.remove(probe_path)
     except OSError as exc:
         message = errors.os_error_message(exc.errno, None) if exc.errno else None

@@ -1,6 +1,8 @@
 """``python -m pipelines.validate PATH [PATH ...]``: check Megatron .bin/.idx datasets.
 
-A PATH is a prefix, a ``.bin`` or ``.idx`` file, or a folder (every dataset directly in it).
+A PATH is a prefix, a ``.bin`` or ``.idx`` file, a folder (every dataset directly in it) or a
+glob of them (found by :func:`dataio.dataset.find_datasets`; the datasets of each PATH in name
+order, the PATHs in the order given).
 Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
 only when every dataset passes (and at least one was found).
 """
@@ -8,23 +10,10 @@ only when every dataset passes (and at least one was found).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
-from dataio import fs as fsutil
+from dataio import dataset, errors
 from dataio import indexed
-
-
-def find_datasets(path: str) -> list[str]:
-    """Dataset prefixes named by ``path`` (see the module docstring)."""
-    fs, inner = fsutil.filesystem_and_path(path)
-    if fs.isdir(inner):
-        names = sorted(fs.ls(inner, detail=False))
-        prefixes = {indexed.prefix_of(n) for n in names
-                    if n.endswith((".bin", ".idx")) and not indexed.is_temporary_name(n)}
-        base = path.rstrip("/")
-        return sorted(fsutil.join(base, os.path.basename(p)) for p in prefixes)
-    return [indexed.prefix_of(path)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,8 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv=None) -> int:
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
     args = build_parser().parse_args(argv)
-    prefixes = [p for path in args.paths for p in find_datasets(path)]
+    # "keep": an incomplete pair, or a path with no dataset, is listed so that it FAILs below.
+    # One path at a time: the lines come in the order of the paths given.
+    prefixes = [prefix for path in args.paths
+                for prefix in dataset.find_datasets([path], incomplete="keep")]
     if not prefixes:
         print("FAIL no .bin/.idx datasets found in " + " ".join(args.paths))
         return 1
@@ -57,4 +53,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

@@ -26,9 +26,10 @@ def _files(folder):
 
 def test_counts_from_the_index(tmp_path):
     prefix = _write(tmp_path / "en_web_a_text_document")
-    counts = count.count_dataset(prefix)
-    assert (counts.documents, counts.sequences, counts.tokens) == (4, 4, 7)
-    assert counts.counted_name() == "en_web_a_text_document_dc=4_sc=4_tc=7"
+    counted = indexed.count_dataset(prefix)
+    assert counted.counts == indexed.Counts(documents=4, sequences=4, tokens=7)
+    assert counted.dtype == np.uint16
+    assert counted.counted_name() == "en_web_a_text_document_dc=4_sc=4_tc=7"
     ds = indexed.IndexedDataset(prefix)  # the independent answer: the full reader
     assert (ds.document_count, ds.sequence_count, ds.token_count) == (4, 4, 7)
 
@@ -38,8 +39,7 @@ def test_the_bin_is_never_read(tmp_path):
     size = os.path.getsize(prefix + ".bin")
     with open(prefix + ".bin", "wb") as f:  # same size, nonsense content
         f.write(b"\xff" * size)
-    counts = count.count_dataset(prefix)
-    assert (counts.documents, counts.sequences, counts.tokens) == (4, 4, 7)
+    assert indexed.count_dataset(prefix).counts == indexed.Counts(4, 4, 7)
 
 
 def test_table_and_no_rename_by_default(tmp_path, capsys):

@@ -1,4 +1,5 @@
-"""`python -m pipelines.signature` and the --input expansion shared by count, blend and merge."""
+"""`python -m pipelines.signature` and the --input expansion shared by count, blend and merge
+(dataio.dataset.find_datasets)."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from dataio import indexed
+from dataio import dataset, indexed, readers
 from pipelines import signature
 
 NAMES = ["en_web_a_split_00010_text_document_dc=1_sc=1_tc=2",
@@ -72,13 +73,13 @@ def test_fsspec_url_in_and_out(tmp_path):
 def test_expand_inputs_forms(tmp_path):
     folder = _folder(tmp_path / "tok")
     every = sorted(str(folder / n) for n in NAMES)
-    assert signature.expand_inputs([str(folder)]) == every
-    assert signature.expand_inputs([str(folder / "*")]) == every  # metadata.json ignored
-    assert signature.expand_inputs([str(folder / "en_*.bin"), str(folder / "en_*.idx")]) == \
+    assert dataset.find_datasets([str(folder)]) == every
+    assert dataset.find_datasets([str(folder / "*")]) == every  # metadata.json ignored
+    assert dataset.find_datasets([str(folder / "en_*.bin"), str(folder / "en_*.idx")]) == \
         [p for p in every if "/en_" in p]
-    assert signature.expand_inputs([str(folder / NAMES[1])]) == [str(folder / NAMES[1])]
-    with pytest.raises(signature.InputError, match="no .bin/.idx datasets match"):
-        signature.expand_inputs([str(folder / "zz_*")])
+    assert dataset.find_datasets([str(folder / NAMES[1])]) == [str(folder / NAMES[1])]
+    with pytest.raises(readers.InputError, match="no .bin/.idx datasets match"):
+        dataset.find_datasets([str(folder / "zz_*")])
 
 
 def test_file_urls(tmp_path):
@@ -86,5 +87,5 @@ def test_file_urls(tmp_path):
     out = tmp_path / "signature.json"
     assert signature.run(["--input", f"file://{folder}", "--output", f"file://{out}"]) == 0
     assert json.loads(out.read_text()) == sorted(NAMES)
-    assert [os.path.basename(p) for p in signature.expand_inputs([f"file://{folder}/en_*.idx"])] \
+    assert [os.path.basename(p) for p in dataset.find_datasets([f"file://{folder}/en_*.idx"])] \
         == sorted(n for n in NAMES if n.startswith("en_"))

@@ -101,5 +101,5 @@ def test_content_hash_streams_any_size(tmp_path):
         "sha256:" + hashlib.sha256(b"").hexdigest()
     hashes = fsutil.content_hashes([str(tmp_path / "big"), str(tmp_path / "missing")])
     assert hashes[str(tmp_path / "missing")] is None  # its reader fails its shards instead
-    fsutil.put_atomic("memory://h6/x", b"abc")  # a URL: read through open_file
+    fsutil.write_bytes_atomic("memory://h6/x", b"abc")  # a URL: read through open_file
     assert fsutil.content_hash("memory://h6/x") == "sha256:" + hashlib.sha256(b"abc").hexdigest()

@@ -14,7 +14,8 @@ Contract:
   ``probability_i = weight_i / (sum of weights in l) * lang_prob[l]``; tokens to sample
   ``= probability_i * total_tokens``; epochs ``= tokens to sample / tc_i``. Arithmetic is exact
   (fractions); the probabilities of the used shards sum to exactly 1.
-- Errors (:class:`BlendError`, the message names the file and the fix): a shard whose language is
+- Errors (:class:`BlendError`, status 1; :class:`ConfigError`, status 2, for a malformed
+  configuration; the message names the file and the fix): a shard whose language is
   not in ``lang_prob``; a language in ``lang_prob`` with no shard; a language with a positive
   probability whose shards all weigh 0; malformed names or configuration.
 - Exclusions (``exclude``) match a shard's full name or its name without the counts and are
@@ -32,15 +33,16 @@ import shlex
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from dataio import naming
+from dataio import errors, naming
 
 
-class BlendError(ValueError):
-    """The inputs cannot be blended as asked; the message says which file and what to fix."""
+class BlendError(errors.TokenbeamError, ValueError):
+    """The inputs cannot be blended as asked; the message says which file and what to fix
+    (exit status 1)."""
 
 
-class ConfigError(BlendError):
-    """A ratio, probability or exclusion file that is malformed in itself."""
+class ConfigError(BlendError, errors.ConfigError):
+    """A ratio, probability or exclusion file that is malformed in itself (exit status 2)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,7 +42,7 @@ from transforms import coders
 from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
-HOLDOUT_DIR = "holdout"
+from dataio.dataset import HOLDOUT_DIR
 # Texts (documents, or sentences with --split-sentences) that the fast backend's routing sent to
 # the reference tokenizer because the fast one would give other ids for them.
 ROUTED_TO_REFERENCE = beam.metrics.Metrics.counter("tokenize", "texts_routed_to_reference")

@@ -127,7 +127,7 @@ def test_replace_copies_server_side_then_deletes(configured, azurite, container)
 
 def test_small_object_primitives(configured, azurite, container):
     record = fsutil.join(configured, "_commits", "shard.json")
-    fsutil.put_atomic(record, b'{"n": 1}')
+    fsutil.write_bytes_atomic(record, b'{"n": 1}')
     first = fsutil.info(record)
     assert first["size"] == 8 and first["etag"] and first["mtime"]
     fsutil.write_bytes_atomic(record, b'{"n": 22}')

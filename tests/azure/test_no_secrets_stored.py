@@ -143,7 +143,7 @@ def test_replace_with_sas_commits_the_exact_bytes_and_stores_no_sas(azurite, con
     data = os.urandom(size)
     with fsutil.open_file(fsutil.join(url, "tmp.bin"), "wb") as f:
         f.write(data)
-    fsutil.put_atomic(fsutil.join(url, "final.bin"), b"old content")
+    fsutil.write_bytes_atomic(fsutil.join(url, "final.bin"), b"old content")
     fsutil.replace(fs, f"{inner}/tmp.bin", f"{inner}/final.bin")
     assert fsutil.read_bytes(fsutil.join(url, "final.bin")) == data
     client = azurite.service().get_container_client(container)
@@ -155,7 +155,7 @@ def test_replace_with_sas_keeps_the_previous_blob_when_the_source_is_gone(
         azurite, container, sas_configured):
     url, _ = sas_configured
     fs, inner = fsutil.filesystem_and_path(url)
-    fsutil.put_atomic(fsutil.join(url, "final.bin"), b"old content")
+    fsutil.write_bytes_atomic(fsutil.join(url, "final.bin"), b"old content")
     with pytest.raises(FileNotFoundError):
         fsutil.replace(fs, f"{inner}/absent.bin", f"{inner}/final.bin")
     assert fsutil.read_bytes(fsutil.join(url, "final.bin")) == b"old content"

@@ -433,3 +433,82 @@ def test_on_real_tokenize_output(tmp_path):
     n = len(train) * 50
     np.testing.assert_array_equal(_concat(train, "token_ids"), stream[:n])
     np.testing.assert_array_equal(_concat(train, "document_ids"), doc_ids[:n])
+
+
+# --- finding datasets: the one home of every command's dataset lookup ----------------------------
+
+def _pairs(folder, names):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        ix.write_documents(str(folder / name), [[1, 2]], dtype=np.uint16)
+    return folder
+
+
+def test_list_datasets_incomplete_modes(tmp_path, capsys):
+    from dataio import readers
+
+    folder = _pairs(tmp_path / "d", ["a", "b", "c"])
+    os.remove(folder / "b.idx")  # a lone .bin: an unfinished write
+    os.remove(folder / "c.bin")  # a lone .idx
+    (folder / f".a.bin{ix.TEMPORARY_MARK}x").write_bytes(b"")
+    (folder / "holdout").mkdir()
+    _pairs(folder / "holdout", ["h"])
+    names = lambda found: [os.path.basename(p) for p in found]  # noqa: E731
+    with pytest.raises(readers.InputError, match=r"b\.bin has no b\.idx.*--skip-incomplete") as info:
+        dsmod.list_datasets(str(folder))
+    assert info.value.exit_status == 1
+    assert names(dsmod.list_datasets(str(folder), incomplete="skip")) == ["a"]
+    assert "warning: skipped" in capsys.readouterr().err
+    assert names(dsmod.list_datasets(str(folder), incomplete="keep")) == ["a", "b", "c"]
+    assert names(dsmod.list_datasets(str(folder), incomplete="idx")) == ["a", "c"]
+    assert dsmod.list_datasets(str(folder), incomplete="keep")[0] == str(folder / "a")
+    with pytest.raises(readers.InputError, match="is not a folder"):
+        dsmod.list_datasets(str(folder / "a.bin"))
+    with pytest.raises(ValueError, match="incomplete="):
+        dsmod.list_datasets(str(folder), incomplete="maybe")
+
+
+def test_find_datasets_forms_and_duplicates(tmp_path):
+    from dataio import readers
+
+    folder = _pairs(tmp_path / "d", ["x_2", "x_10", "y"])
+    every = sorted(str(folder / n) for n in ("x_2", "x_10", "y"))
+    assert dsmod.find_datasets([str(folder)]) == every
+    assert dsmod.find_datasets([str(folder / "x_*.bin")]) == every[:2]
+    # one dataset spelled three ways is found once
+    assert dsmod.find_datasets([str(folder / "y"), str(folder) + "/./y.idx",
+                                str(folder / "y.bin")]) == [str(folder / "y")]
+    with pytest.raises(readers.InputError, match="no .bin/.idx datasets match") as info:
+        dsmod.find_datasets([str(folder / "z*")])
+    assert info.value.exit_status == 1
+    # "keep" (validate): a path naming nothing stands for its prefix; an empty folder adds none
+    (tmp_path / "empty").mkdir()
+    assert dsmod.find_datasets([str(tmp_path / "nothing.bin"), str(tmp_path / "empty")],
+                               incomplete="keep") == [str(tmp_path / "nothing")]
+    os.remove(folder / "y.idx")
+    with pytest.raises(readers.InputError, match=r"y\.bin has no y\.idx"):
+        dsmod.find_datasets([str(folder / "y.bin")])
+    assert dsmod.find_datasets([str(folder / "*")], incomplete="skip") == every[:2]
+
+
+def test_find_datasets_on_urls():
+    mem = fsspec.filesystem("memory")
+    for name in ("a", "b"):
+        for ext in (".bin", ".idx"):
+            mem.pipe(f"/find-test/{name}{ext}", b"")
+    try:
+        # paths keep the URL form that fsutil.glob gives ("memory:///find-test/...")
+        found = dsmod.find_datasets(["memory://find-test"])
+        assert [p.rsplit("/find-test/", 1) for p in found] == [["memory://", "a"],
+                                                               ["memory://", "b"]]
+        assert dsmod.find_datasets(["memory://find-test/b.idx"]) == [found[1]]
+    finally:
+        mem.rm("/find-test", recursive=True)
+
+
+def test_input_error_is_one_class_with_its_status():
+    from dataio import errors, readers
+
+    assert issubclass(readers.InputError, errors.ConfigError)
+    assert readers.InputError("x").exit_status == errors.EXIT_USAGE
+    assert pickle.loads(pickle.dumps(readers.InputError("y", exit_status=1))).exit_status == 1

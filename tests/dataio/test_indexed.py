@@ -254,3 +254,85 @@ def test_validate_truncated_idx(tmp_path):
     with open(prefix + ".idx", "r+b") as f:
         f.truncate(100)
     assert "needs 122" in ix.validate(prefix).reason
+
+
+# --- the one .idx decoder: read_index (whole, mapped) and count_index (header + lengths only) ---
+
+def test_read_index_gives_the_three_arrays(tmp_path):
+    prefix = str(tmp_path / "r")
+    ix.write_documents(prefix, [[[1, 2], [3]], [], [[4, 5, 6]]], dtype=np.uint16)
+    index = ix.read_index(ix.idx_path(prefix))
+    assert (index.header.sequence_count, index.header.document_count) == (3, 3)
+    assert index.sequence_lengths.tolist() == [2, 1, 3]
+    assert index.sequence_pointers.tolist() == [0, 4, 6]
+    assert index.document_indices.tolist() == [0, 2, 2, 3]
+    with open(ix.idx_path(prefix), "r+b") as f:
+        f.truncate(ix.HEADER_SIZE + 4)
+    with pytest.raises(ix.FormatError, match=r"r\.idx is 38 bytes but its header .* needs 102"):
+        ix.read_index(ix.idx_path(prefix))
+
+
+def test_count_index_reads_the_lengths_in_bounded_chunks(tmp_path, monkeypatch):
+    prefix = str(tmp_path / "c")
+    docs = [[list(range(1, n + 1))] for n in range(1, 40)]
+    ix.write_documents(prefix, docs, dtype=np.int32)
+    reads = []
+    real_open = ix.fsutil.open_file
+
+    class Recording:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            reads.append(n)
+            return self.f.read(n)
+
+    def recording_open(path, mode="rb", **kwargs):
+        return Recording(real_open(path, mode, **kwargs))
+
+    monkeypatch.setattr(ix, "_LENGTH_CHUNK_BYTES", 16)
+    monkeypatch.setattr(ix.fsutil, "open_file", recording_open)
+    header, counts = ix.count_index(ix.idx_path(prefix))
+    assert counts == ix.Counts(documents=39, sequences=39, tokens=sum(range(1, 40)))
+    assert header.dtype == np.int32
+    assert reads[0] == ix.HEADER_SIZE and max(reads[1:]) == 16  # never the whole file
+    assert sum(reads[1:]) == 4 * 39  # the lengths only: pointers and documents stay unread
+
+
+def test_count_index_wants_the_exact_size(tmp_path):
+    prefix = str(tmp_path / "x")
+    ix.write_documents(prefix, [[1, 2]], dtype=np.uint16)
+    with open(ix.idx_path(prefix), "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(ix.FormatError, match="is 63 bytes but its header"):
+        ix.count_index(ix.idx_path(prefix))
+    with open(ix.idx_path(prefix), "r+b") as f:
+        f.write(b"NOTMAGIC!")
+    with pytest.raises(ix.FormatError, match=r"x\.idx: bad magic"):
+        ix.count_index(ix.idx_path(prefix))
+
+
+def test_count_dataset_checks_the_bin_size_only(tmp_path):
+    prefix = str(tmp_path / "en_web_text_document")
+    ix.write_documents(prefix, [[1, 2], [], [3]], dtype=np.uint16)
+    counted = ix.count_dataset(prefix)
+    assert counted.counts == ix.Counts(3, 2, 3) and counted.dtype == np.uint16
+    assert counted.name == "en_web_text_document"
+    assert counted.counted_name() == "en_web_text_document_dc=3_sc=2_tc=3"
+    with open(ix.bin_path(prefix), "ab") as f:
+        f.write(b"\0\0")
+    with pytest.raises(ix.FormatError, match=r"is 8 bytes but the index holds 3 uint16 tokens"):
+        ix.count_dataset(prefix)
+
+
+def test_format_error_is_a_run_error():
+    from dataio import errors
+
+    assert issubclass(ix.FormatError, errors.RunError) and issubclass(ix.FormatError, ValueError)
+    assert errors.describe(ix.FormatError("x.idx: bad magic")) == ("x.idx: bad magic", 1)

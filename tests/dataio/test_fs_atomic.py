@@ -1,0 +1,44 @@
+"""dataio.fs.write_bytes_atomic (the one atomic small write) and write_text."""
+
+import os
+
+import fsspec
+import pytest
+
+from dataio import fs as fsutil
+
+
+def test_local_write_replaces_whole_and_leaves_no_temporary(tmp_path):
+    path = tmp_path / "sub" / "record.json"
+    fsutil.write_bytes_atomic(str(path), b"first")
+    fsutil.write_bytes_atomic(f"file://{path}", b"second")
+    assert path.read_bytes() == b"second"
+    assert os.listdir(path.parent) == ["record.json"]
+
+
+def test_a_failed_local_write_keeps_the_old_content(tmp_path, monkeypatch):
+    path = tmp_path / "record.json"
+    path.write_bytes(b"old")
+
+    def broken_fsync(fd):
+        raise OSError("simulated")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OSError, match="simulated"):
+        fsutil.write_bytes_atomic(str(path), b"new")
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["record.json"]
+
+
+def test_url_write_and_text(capsys):
+    mem = fsspec.filesystem("memory")
+    try:
+        fsutil.write_bytes_atomic("memory://atomic-test/a/x.bin", b"abc")
+        fsutil.write_text("memory://atomic-test/a/y.txt", "é\n")
+        assert mem.cat("/atomic-test/a/x.bin") == b"abc"
+        assert mem.cat("/atomic-test/a/y.txt") == "é\n".encode()
+        assert sorted(os.path.basename(p) for p in mem.ls("/atomic-test/a", detail=False)) == \
+            ["x.bin", "y.txt"]
+    finally:
+        mem.rm("/atomic-test", recursive=True)
+    fsutil.write_text("-", "to stdout\n")
+    assert capsys.readouterr().out == "to stdout\n"
