@@ -148,7 +148,7 @@ def check_command(command: rb.Command, *, seen: set[str]) -> tuple[list[str], li
         own, passed = rb.split_pass_through(command.args)
         help_argv, own = _module_help_argv(command.target, own)
         help_text = _help(help_argv)
-        problems = _check_flags(" ".join(help_argv[1:]), rb.flags(own), help_text,
+        problems = _check_flags(" ".join(("python", *help_argv[1:])), rb.flags(own), help_text,
                                 beam=_passes_beam_flags(help_text))
         problems += _check_paths(what, command.args)
         checked = [f"{' '.join(help_argv[2:])} ({len(rb.flags(own))} flags)"]
@@ -363,6 +363,60 @@ def test_python_blocks_compile() -> None:
                 for alias in node.names:
                     assert importlib.util.find_spec(alias.name), (
                         f"README line {block.line}: no module {alias.name}")
+
+
+# --- commands written in the prose --------------------------------------------------------------
+
+def _inline_commands() -> list[str]:
+    """Code spans of the prose (fenced blocks left out) that are commands of this checkout or
+    ``pip install`` lines; placeholders (``python -m pipelines.<name>``) are not commands."""
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for block in _readme_blocks():
+        for k in range(block.line - 1, block.line + block.text.count("\n") + 1):
+            lines[k] = ""
+    spans = re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", "\n".join(lines))
+    found = []
+    for span in (" ".join(s.split()) for s in spans):
+        try:
+            argvs = [] if span.startswith("pip install") else rb.commands(span)
+        except ValueError:   # an apostrophe in printed output, not a command
+            continue
+        command = rb.classify(argvs[0]) if argvs else None
+        if span.startswith("pip install") or (
+                command and command.is_tokenbeam
+                and not re.search(r"[<*]", span.split(" -- ")[0])):
+            found.append(span)
+    return found
+
+
+@pytest.mark.slow
+def test_inline_commands_exist() -> None:
+    """Commands the prose gives in backquotes (`python -m runners.local --config
+    runners/direct.yaml -- ...`) name modules, scripts and flags that exist, and the extras
+    `pip install` lines name are declared in setup.py."""
+    setup_py = (REPO / "setup.py").read_text(encoding="utf-8")
+    extras = set(re.findall(r'^\s*"([\w-]+)": \[', setup_py.split("extras_require", 1)[1]
+                            .split("entry_points", 1)[0], re.M))
+    problems, checked = [], []
+    for span in _inline_commands():
+        if span.startswith("pip install"):
+            for group in re.findall(r"\[([\w,-]+)\]", span):
+                problems += [f"`{span}`: no extra {name!r} in setup.py"
+                             for name in group.split(",") if name not in extras]
+            checked.append(span)
+            continue
+        command = rb.classify(rb.commands(span)[0])
+        if command.kind == "module" and not rb.flags(command.args):
+            # nothing written to check against a --help; some of these are servers
+            if importlib.util.find_spec(command.target) is None:
+                problems.append(f"`{span}`: no module {command.target}")
+        else:
+            problems += check_command(command, seen=set())[0]
+        checked.append(span)
+    print("\n".join(checked))
+    assert checked, "no command found in the README's prose"
+    assert not problems, "; ".join(problems)
 
 
 # --- the block reader itself ----------------------------------------------------------------------
