@@ -15,14 +15,19 @@ Each shell block is one test, ``test_command_block[L<line>-<lang>]``:
   Azure account, the whole test suite): not run. Each command of this checkout in it (``python
   -m pipelines.X``/``runners.X``, ``tokenbeam-X``, ``python bench/X.py``, ``bash scripts/X.sh``
   and the commands in that script) must exist and offer every ``--flag`` written (its
-  ``--help``; a runner's arguments after ``--`` are tokenize's), and every path into the
-  checkout must exist. Then the test *skips* with REASON and what was checked, so ``pytest -rs``
-  (the default ``-ra`` here) lists each such block and why it did not run.
+  ``--help``; a runner's arguments after ``--`` are tokenize's), every path into the checkout
+  must exist, and a ``pytest -m EXPR`` may name only markers pytest.ini declares. Then the test
+  *skips* with REASON and what was checked, so ``-rs`` (in the default ``-ra`` here) lists each
+  such block and why it did not run.
+
+``test_inline_commands_exist`` does the same offline check for the commands the prose gives in
+backquotes, and checks that the extras of its ``pip install`` lines exist.
 
 ``test_every_block_is_accounted_for`` prints one line per fenced block (run, flag-checked, or
 not a command block and why) with the counts, and fails on a block that holds commands without
 a shell language (it would escape both). ``test_python_blocks_compile`` checks the Python
-examples: they compile and what they import exists.
+examples: they compile and what they import exists. The tests that start processes are in the
+slow tier; the counting, the Python check and the block reader's own tests are unit tests.
 """
 
 from __future__ import annotations
@@ -290,6 +295,26 @@ def run_block(block: rb.Block, demo: Path, work: Path) -> None:
     assert not problems, f"README line {block.line}: " + "; ".join(problems)
 
 
+def check_pytest(command: rb.Command) -> tuple[list[str], list[str]]:
+    """A test command that is not run (it would run this test): the markers its ``-m``
+    expression names are declared in pytest.ini, the test paths it names exist."""
+    import configparser
+
+    ini = configparser.ConfigParser()
+    ini.read(REPO / "pytest.ini", encoding="utf-8")
+    declared = {line.split(":", 1)[0].strip()
+                for line in ini.get("pytest", "markers", fallback="").splitlines() if line.strip()}
+    args = list(command.args)
+    expressions = [args[k + 1] for k, a in enumerate(args[:-1]) if a == "-m"]
+    problems = [f"pytest -m {expr!r}: marker {name!r} is not declared in pytest.ini"
+                for expr in expressions
+                for name in re.findall(r"[A-Za-z_]\w*", expr)
+                if name not in ("and", "or", "not") and name not in declared]
+    problems += _check_paths("pytest", [a for k, a in enumerate(args)
+                                        if k == 0 or args[k - 1] != "-m"])
+    return problems, [f"pytest -m {expr!r}" for expr in expressions] or ["pytest"]
+
+
 def flag_check_block(block: rb.Block) -> str:
     """Check a block that is not run; returns what was checked, for the skip reason."""
     syntax = subprocess.run(["bash", "-n", "-c", block.script()], capture_output=True, text=True)
@@ -297,8 +322,9 @@ def flag_check_block(block: rb.Block) -> str:
     problems, checked, others = [], [], []
     seen: set[str] = set()
     for command in map(rb.classify, rb.commands(block.script())):
-        if command.is_tokenbeam:
-            more, did = check_command(command, seen=seen)
+        if command.is_tokenbeam or (command.kind, command.target) == ("module", "pytest"):
+            more, did = (check_command(command, seen=seen) if command.is_tokenbeam
+                         else check_pytest(command))
             problems += more
             checked += did
         elif command.target not in others:
