@@ -344,11 +344,11 @@ def validate(options, groups=GROUPS) -> None:
     PipelineOptions of a job with those groups."""
     for group in [g for g in _VALIDATION_ORDER if g in groups] + \
             [g for g in groups if g not in _VALIDATION_ORDER]:
-        values = options if isinstance(options, group) else options.view_as(
-            _job_classes([group])[0])
-        check = getattr(values, "validate", None)  # another job's class may have none
+        check = getattr(group, "validate", None)  # another job's class may have none
         if check is not None:
-            check()
+            # unbound: a Flags object is every group at once
+            check(options if isinstance(options, group)
+                  else options.view_as(_job_classes([group])[0]))
 
 
 def _job_classes(groups) -> list:

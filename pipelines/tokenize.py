@@ -722,5 +722,11 @@ def configure_storage(options, secrets: dict):
                                         paths=[p for p in paths if p])
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.tokenize``, the ``tokenbeam-tokenize`` script):
+    :func:`run` with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())
