@@ -94,12 +94,20 @@ class Meter:
         self._clock = clock
         self._stream = stream
         self._lock = threading.Lock()
-        self._start = clock()
+        self._start: float | None = None  # the first batch's arrival (begin), not set-up
         self.documents = self.num_bytes = self.tokens = 0
         self.routed: int | None = None  # texts routed to the reference (fast backend only)
         self._next = plan.interval
         self._bar = None
         self._log = log.get("progress")
+
+    def begin(self) -> None:
+        """A batch has reached the tokenizer: rates count from the first (the worker's start-up
+        and the stages before, reading included, are not tokenizing)."""
+        if self._start is None:
+            with self._lock:
+                if self._start is None:
+                    self._start = self._clock()
 
     def _use_bar(self) -> bool:
         if self.plan.bar is not None:
@@ -116,6 +124,7 @@ class Meter:
         routing); returns the line logged, if one was due (None with a bar)."""
         if not self.plan.interval:
             return None
+        self.begin()
         with self._lock:
             self.documents += documents
             self.num_bytes += num_bytes

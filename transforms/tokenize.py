@@ -195,6 +195,7 @@ class _TokenizeFn(beam.DoFn):
         # outputs come out with the next call, or at the end of the bundle.
         if not isinstance(window, BoundedWindow):  # called by hand, not by a runner (tests)
             window, timestamp = GlobalWindow(), MIN_TIMESTAMP
+        self._meter.begin()  # progress rates count from the first batch
         pending = self._pending
         self._pending = (self._helper.submit(self._tokenize, batch), window, timestamp)
         if pending is not None:

@@ -36,6 +36,8 @@ def lines(monkeypatch):
 def test_a_line_at_each_interval_counted_at_batch_ends(lines):
     clock = Clock()
     meter = progress.Meter(progress.ProgressPlan(interval=1000, bar=False), clock=clock)
+    clock.now += 50  # set-up and the stages before the first batch do not count
+    meter.begin()
     for _ in range(5):  # 400 documents a batch: lines at the batch ends past 1000 and 2000
         clock.now += 1
         meter.add(documents=400, num_bytes=2**20, tokens=5000)
