@@ -170,7 +170,8 @@ class _TokenizeFn(beam.DoFn):
 
             self._split = make_splitter(splitter=self._config.splitter, lang=self._config.lang,
                                         keep_newlines=self._config.keep_newlines)
-        self._tokens = self._routed = 0
+        self._docs = self._bytes = self._tokens = self._routed = 0  # this instance's
+        self._told = (0, 0)  # tokens and routed texts already added to the process's meter
         self._last_routed = getattr(self._tok, "last_routed", None)
         if getattr(self._tok, "routing", None) is None:
             self._last_routed = None
@@ -335,10 +336,12 @@ class _TokenizeFn(beam.DoFn):
             self._routed_now += routed
 
     def _progress(self, docs: int, num_bytes: int) -> None:
+        self._docs += docs
+        self._bytes += num_bytes
         # the meter adds up every instance of this process: it is given this batch's counts
-        tokens, routed, self._tokens, self._routed = self._tokens, self._routed, 0, 0
-        self._meter.add(documents=docs, num_bytes=num_bytes, tokens=tokens,
-                        routed=None if self._last_routed is None else routed)
+        (tokens, routed), self._told = self._told, (self._tokens, self._routed)
+        self._meter.add(documents=docs, num_bytes=num_bytes, tokens=self._tokens - tokens,
+                        routed=None if self._last_routed is None else self._routed - routed)
 
 
 class TokenizeDocuments(beam.PTransform):
