@@ -666,7 +666,8 @@ def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
     # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
     argv, secrets = azure.prepare_argv(argv)
     # beam_free: tokenbeam's flags alone need no Beam (PipelineOptions come when a pipeline runs)
-    options = (opts.parse_flags(argv) if beam_free else None) or opts.parse(argv, groups=opts.GROUPS)
+    options = ((opts.parse_flags(argv) if beam_free else None)
+               or opts.parse(argv, groups=opts.GROUPS))
     storage = configure_storage(options, secrets)
     preflight(options)
     return argv, options, storage
