@@ -71,7 +71,8 @@ def eta(plan: ProgressPlan, *, done_bytes: int, elapsed: float) -> str:
         return (f"; {percent:.0f}% of its share ({plan.planned_bytes / 2**20:,.1f} MB planned / "
                 f"{plan.workers} workers), ETA of its share {duration(seconds)}")
     percent = min(100.0, 100.0 * done_bytes / plan.planned_bytes)
-    return f"; {percent:.0f}% of {plan.planned_bytes / 2**20:,.1f} MB planned, ETA {duration(seconds)}"
+    return (f"; {percent:.0f}% of {plan.planned_bytes / 2**20:,.1f} MB planned, "
+            f"ETA {duration(seconds)}")
 
 
 def line(plan: ProgressPlan, *, documents: int, num_bytes: int, tokens: int, elapsed: float,
