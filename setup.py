@@ -26,6 +26,8 @@ setup(
         # orjson: 3-5x faster JSON parsing than the standard library, exact same results.
         "orjson>=3.10,<4",
         "pyyaml>=6.0,<7",
+        # the live progress bar on a terminal (transforms/progress.py)
+        "tqdm>=4.66,<5",
     ],
     extras_require={
         "azure": ["adlfs>=2025.8", "azure-identity>=1.20", "azure-storage-blob>=12.25",
@@ -46,6 +48,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
+            "tokenbeam-tokenize=pipelines.tokenize:main",
             "tokenbeam-validate=pipelines.validate:run",
             "tokenbeam-inspect=pipelines.inspect:run",
             "tokenbeam-reshard=pipelines.reshard:run",

@@ -39,7 +39,9 @@ if __name__ == "__main__":
     logging.getLogger().addHandler(silent)
 
     import pipelines  # noqa: F401 - Beam's Azure filesystem stays unloaded (pipelines/__init__.py)
-    from dataio import errors, workers
+    from dataio import errors, log, workers
+
+    log.setup(others=False)  # tokenbeam's lines at the driver's --log-level (from its environment)
 
     workers.guard_worker()
     errors.quiet_bundle_failures()

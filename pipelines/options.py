@@ -6,18 +6,24 @@ Megatron's flag names are used wherever Megatron has one (``--json-keys``, ``--t
 pass through untouched.
 
 Importing this module does not import Beam (about 1.5 s): each concern's flags and checks are a
-plain class (``InputOutputFlags``, ...), the one definition of every flag. From them come
+plain class (``InputOutputFlags``, ...), the one definition of every flag, with a ``validate()``
+that :func:`validate` calls for every group of a job, in one place. From them come
 :func:`help_parser` and :func:`parse_flags` (:class:`Flags`, what the planner reads: ``--help``,
 ``--dry-run`` and a rerun that skips every shard need no Beam), and, on first use of the name,
 the PipelineOptions subclasses (``InputOutputOptions``, ...) that :func:`parse` registers with
 Beam when a pipeline is to run.
+
+Each job accepts its own groups and Beam's (and runners') flags only: :func:`parse` takes the
+job's ``groups`` and refuses a flag of another job (``python -m pipelines.reshard
+--tokenizer-type x`` is an unknown flag there), although every job's options are PipelineOptions
+subclasses that Beam itself would accept wherever they are imported.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from dataio import errors
+from dataio import errors, log
 from dataio import workers as local_workers
 from transforms import tokenizer as tk
 
@@ -67,7 +73,7 @@ class InputOutputFlags:
         parser.add_argument("--batch-bytes", type=int, default=8 << 20,
                             help="input bytes per batch at most (default 8 MiB)")
 
-    def validate_io(self) -> None:
+    def validate(self) -> None:
         if not self.input:
             raise OptionsError("--input is required: a glob, file or folder of JSONL/Parquet")
         if not self.output:
@@ -130,6 +136,9 @@ class TokenizerFlags:
                             help="reference: tokenizers/sentencepiece; fast: gigatoken where it "
                                  "gives identical ids; auto: fast only after a self-check passes")
 
+    def validate(self) -> None:
+        self.tokenizer_spec()  # raises OptionsError / TokenizerConfigError naming the flag
+
     def tokenizer_spec(self) -> tk.TokenizerSpec:
         kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
         if self.tiktoken_special_tokens:
@@ -181,7 +190,7 @@ class SegmentationFlags:
         parser.add_argument("--id-key", default=None,
                             help="document id key for --holdout-fraction (default: hash the text)")
 
-    def validate_segmentation(self) -> None:
+    def validate(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
             raise OptionsError("--holdout-fraction must be in [0, 1), e.g. 0.001")
 
@@ -195,8 +204,20 @@ class RunFlags:
                                  "per core (at most one per work item) with the reference "
                                  "backend; the choice is printed as 'workers: N (why)'")
         parser.add_argument("--log-interval", type=int, default=10_000, metavar="N",
-                            help="a progress line each time a worker has done another N "
-                                 "documents, checked after every batch (default 10000; 0: off)")
+                            help="a progress line each time a worker process has tokenized "
+                                 "another N documents (default 10000; 0: no progress): "
+                                 "documents, MB, tokens, rates and an ETA; counted at batch "
+                                 "ends, so at most one line per batch (--batch-documents). "
+                                 "On a terminal with one worker: a live bar instead")
+        parser.add_argument("--log-level", default=log.DEFAULT_LEVEL, choices=list(log.LEVELS),
+                            help="tokenbeam's messages at this level and above (default info); "
+                                 "debug also shows Beam's and other libraries' messages, which "
+                                 "are hidden otherwise")
+
+    def validate(self) -> None:
+        if self.log_interval < 0:
+            raise OptionsError(f"--log-interval {self.log_interval}: give a number of "
+                               "documents >= 1, or 0 for no progress")
 
 
 def _workers(value: str):
@@ -231,8 +252,17 @@ class AzureFlags:
         parser.add_argument("--azure-block-size-mb", type=float, default=None,
                             help="upload block size in MiB (bounds memory per open upload)")
 
+    def validate(self) -> None:
+        if self.azure_block_size_mb is not None and self.azure_block_size_mb <= 0:
+            raise OptionsError(f"--azure-block-size-mb {self.azure_block_size_mb}: give a "
+                               "positive size in MiB, e.g. 64")
 
+
+# The tokenize job's groups: its --help, its Flags, what its parse accepts.
 GROUPS = (InputOutputFlags, TokenizerFlags, SegmentationFlags, RunFlags, AzureFlags)
+# The order the groups are validated in: the output and inputs first, the tokenizer (which may
+# load files) after the cheap checks.
+_VALIDATION_ORDER = (InputOutputFlags, SegmentationFlags, RunFlags, AzureFlags, TokenizerFlags)
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
 # The PipelineOptions subclass of each group, defined on first use of its name (module
 # __getattr__ below), so that importing this module does not import Beam.
@@ -308,14 +338,51 @@ def flags(options) -> Flags:
     return Flags(options.get_all_options())
 
 
-def parse(argv):
-    """Parse ``argv`` into PipelineOptions, refusing unknown flags (Beam silently drops them).
+def validate(options, groups=GROUPS) -> None:
+    """The one place each group's ``validate()`` is called: raises the first problem found
+    (OptionsError naming the flag and the fix). ``options``: a :class:`Flags`, or parsed
+    PipelineOptions of a job with those groups."""
+    for group in [g for g in _VALIDATION_ORDER if g in groups] + \
+            [g for g in groups if g not in _VALIDATION_ORDER]:
+        check = getattr(group, "validate", None)  # another job's class may have none
+        if check is not None:
+            # unbound: a Flags object is every group at once
+            check(options if isinstance(options, group)
+                  else options.view_as(_job_classes([group])[0]))
+
+
+def _job_classes(groups) -> list:
+    """The PipelineOptions subclass of each group (a Flags group's, or the class itself)."""
+    _define_pipeline_options()
+    by_group = {g: globals()[n] for n, g in _PIPELINE_OPTIONS.items()}
+    return [by_group.get(g, g) for g in groups]
+
+
+def _accepted_classes(groups) -> list:
+    """Beam's option classes, the runners' (runners/spark_jar.py declares Spark's), and the
+    job's own groups; not another job's (a class defined under ``pipelines``)."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    if groups is None:
+        _define_pipeline_options()
+        return PipelineOptions.__subclasses__()
+    own = _job_classes(groups)
+    found = [cls for cls in PipelineOptions.__subclasses__()
+             if cls in own or not cls.__module__.startswith("pipelines.")]
+    return found + [cls for cls in own if cls not in found]
+
+
+def parse(argv, *, groups=None):
+    """Parse ``argv`` into PipelineOptions of a job whose own flags are ``groups`` (Flags
+    classes of this module, e.g. :data:`GROUPS`, the tokenize job's, or PipelineOptions
+    subclasses), refusing unknown flags and other jobs' (Beam silently drops the first and
+    accepts the second). ``groups=None`` accepts every job's flags that are imported (what
+    parse did before it took groups; a command should name its groups).
     ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    _define_pipeline_options()
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for cls in PipelineOptions.__subclasses__():
+    for cls in _accepted_classes(groups):
         try:
             cls._add_argparse_args(parser)
         except argparse.ArgumentError:
@@ -325,8 +392,9 @@ def parse(argv):
     if unknown:
         raise OptionsError(f"unknown flag {unknown[0]}; see --help")
     options = PipelineOptions(argv)
-    workers = options.view_as(globals()["RunOptions"]).workers
-    use_local_workers(options, workers if isinstance(workers, int) else 1)
+    if groups is None or RunFlags in groups:
+        workers = options.view_as(globals()["RunOptions"]).workers
+        use_local_workers(options, workers if isinstance(workers, int) else 1)
     return options
 
 
@@ -334,7 +402,7 @@ def pipeline_options(options, *, workers: int | None = None):
     """The PipelineOptions to run with: ``options`` itself, or parsed from a :class:`Flags`'
     argv (Beam is imported here); ``workers``: the number of local processes decided."""
     if isinstance(options, Flags):
-        options = parse(options.argv)
+        options = parse(options.argv, groups=GROUPS)
     if workers is not None:
         use_local_workers(options, workers)
     return options
@@ -358,10 +426,11 @@ def use_local_workers(options, workers: int) -> None:
         if workers > 1:
             direct.direct_running_mode = "multi_processing"
             direct.direct_num_workers = workers
-            # worker processes log every gRPC step at INFO; keep their stderr to progress lines
+            # worker processes log every gRPC step at INFO: shown with --log-level debug only
             worker = options.view_as(WorkerOptions)
             if worker.default_sdk_harness_log_level is None:
-                worker.default_sdk_harness_log_level = "WARNING"
+                level = getattr(flags(options), "log_level", None) or log.DEFAULT_LEVEL
+                worker.default_sdk_harness_log_level = log.harness_level(level)
             # The same runner, whose workers die with the driver (kill -9 of the driver
             # included) and leave Ctrl-C to it: dataio/workers.py.
             std.runner = local_workers.RUNNER
@@ -385,5 +454,6 @@ def help_parser(prog: str) -> argparse.ArgumentParser:
 
 
 __all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",
+           "validate", "GROUPS",
            "OptionsError", "help_parser", "parse_flags", "flags", "Flags", "pipeline_options",
            "use_local_workers", "choose_workers", "runs_locally"]

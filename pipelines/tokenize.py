@@ -40,13 +40,15 @@ import numpy as np
 from dataio import commits, errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio import azure, indexed, input_hashes, naming, readers, workers
+from dataio import azure, indexed, input_hashes, log, naming, readers, workers
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import install_logging_filter, redact_argv
 from dataio.redact import redact as _redact
 from pipelines import options as opts
+from transforms import progress
 from transforms import tokenizer as tk
 
+_LOG = log.get("tokenize")
 FORMAT_VERSION = 1  # bump when a change alters output bytes: it invalidates committed shards
 
 # Their messages already name the file or flag and the fix: one line, no traceback.
@@ -154,16 +156,15 @@ def preflight(options) -> None:
     files, and an output that is a file, unwritable or full (a probe file is written and removed;
     not with --dry-run, which writes nothing)."""
     flags = opts.flags(options)
-    flags.validate_io()
+    opts.validate(flags)
     check_segmentation(flags)
     check_tokenizer_files(flags.tokenizer_spec())
     check_output(flags.output, probe=not flags.plan_only)
 
 
 def check_segmentation(seg) -> None:
-    """Segmentation flags, and with --split-sentences the splitter itself, built once here so a
-    missing package or punkt model fails before anything is read or written."""
-    seg.validate_segmentation()
+    """With --split-sentences the splitter itself (its flags: options.validate), built once here
+    so a missing package or punkt model fails before anything is read or written."""
     if not seg.split_sentences:
         return
     from transforms import sentences
@@ -251,7 +252,7 @@ def plan(options, *, checked: bool = False) -> Job:
     spec = tok_opts.tokenizer_spec()
     files = readers.discover(io.input, leave_out=spec.files())
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
-    print(f"tokenizer backend: {backend} ({why})", file=sys.stderr, flush=True)
+    _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)
     tokenizer = tk.load_tokenizer(spec)
     if tok_opts.append_eod and tokenizer.eod is None:
@@ -571,7 +572,7 @@ def report(job: Job, results: list, *, seconds: float, bad_records: int) -> int:
     _summary(job, results, seconds=seconds, bad_records=bad_records)
     failed = [r for r in results if r.failed]
     for r in failed:
-        print(f"FAILED {r.shard}: {r.failed}", file=sys.stderr)
+        _LOG.error("FAILED %s: %s", r.shard, r.failed)
     return 1 if failed else 0
 
 
@@ -601,14 +602,26 @@ def execute(job: Job, argv, *, storage=None) -> int:
         workers.mark_driver()  # local workers die with this process (dataio/workers.py)
         chosen = local_workers(job)
         if chosen is not None:
-            print(f"workers: {chosen[0]} ({chosen[1]})", file=sys.stderr, flush=True)
+            _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
         options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
+        job.config.progress = _progress_plan(job, workers=chosen and chosen[0])
         import apache_beam as beam
 
+        t0 = time.monotonic()  # the summary's seconds: the job, not Beam's import or planning
         with beam.Pipeline(options=options) as pipeline:
             build(pipeline, job, storage=storage)
     results, bad = finish(job, argv, started=started)
     return report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
+
+
+def _progress_plan(job: Job, *, workers: int | None) -> progress.ProgressPlan:
+    """What the workers' progress lines need: the planned bytes (comparable only for plain
+    JSONL, see transforms/progress.py) and the local workers (None: a cluster's own)."""
+    todo = [f for f in job.files if f.stem in {s.stem for s in job.to_process}]
+    return progress.ProgressPlan(
+        interval=job.config.log_interval, workers=workers or 1, run=job.run_id,
+        planned_bytes=progress.planned_bytes([(f.format, f.size) for f in todo])
+        if workers else 0)
 
 
 def _remove_if_empty(folder: str) -> None:
@@ -628,12 +641,11 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
     unless ``ended(hold)`` proves it over): whatever is in ``_temporary/`` was left by dead runs
     (killed, or killed between their last commit and their cleanup) and goes."""
     for hold in output_lock.refuse_detached(output, ended=ended) if held.exclusive else []:
-        print(f"note: {output_lock.describe_detached(hold)} has ended; removing its temporaries",
-              file=sys.stderr, flush=True)
+        _LOG.info("note: %s has ended; removing its temporaries",
+                  output_lock.describe_detached(hold))
     if held.stale:
-        print(f"note: taking over {held.path} from a run that is no longer running "
-              f"({output_lock.describe_holder(held.stale)}); removing its temporaries",
-              file=sys.stderr, flush=True)
+        _LOG.info("note: taking over %s from a run that is no longer running (%s); removing "
+                  "its temporaries", held.path, output_lock.describe_holder(held.stale))
     if held.exclusive:
         fsutil.remove_tree(commits.temporary_dir(output))
 
@@ -649,11 +661,13 @@ def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
     without secrets, the options, the storage plan workers adopt). The options are
     PipelineOptions, or with ``beam_free`` a :class:`~pipelines.options.Flags` where argv holds
     only tokenbeam's flags."""
+    log.setup(log.level_from_argv(argv))  # before Beam's import, which logs
     install_logging_filter()
     # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
     argv, secrets = azure.prepare_argv(argv)
     # beam_free: tokenbeam's flags alone need no Beam (PipelineOptions come when a pipeline runs)
-    options = (opts.parse_flags(argv) if beam_free else None) or opts.parse(argv)
+    options = ((opts.parse_flags(argv) if beam_free else None)
+               or opts.parse(argv, groups=opts.GROUPS))
     storage = configure_storage(options, secrets)
     preflight(options)
     return argv, options, storage
@@ -709,5 +723,11 @@ def configure_storage(options, secrets: dict):
                                         paths=[p for p in paths if p])
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.tokenize``, the ``tokenbeam-tokenize`` script):
+    :func:`run` with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())

@@ -23,7 +23,6 @@ Prints ``worker pool listening on HOST:PORT`` once it accepts requests.
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import subprocess
 import sys
@@ -33,7 +32,9 @@ import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.utils import thread_pool_executor
 
-_LOG = logging.getLogger("runners.worker_pool")
+from dataio import log
+
+_LOG = log.get("worker_pool")
 
 
 def worker_command(python: str, *, control_url: str, worker_id: str, state_cache_size: int,
@@ -128,8 +129,11 @@ def main(argv=None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--port", type=int, required=True, help="port (0: any free port)")
     parser.add_argument("--state-cache-size", type=int, default=0)
+    parser.add_argument("--log-level", choices=list(log.LEVELS), default=None,
+                        help=f"as the tokenize job's; its workers inherit it (default: "
+                             f"${log.LEVEL_ENV}, else {log.DEFAULT_LEVEL})")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    log.setup(args.log_level)
     try:
         server, bound, pool = serve(host=args.host, port=args.port,
                                     state_cache_size=args.state_cache_size)

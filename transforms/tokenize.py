@@ -27,8 +27,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
-import sys
-import time
 from typing import Callable, Sequence
 
 import apache_beam as beam
@@ -38,7 +36,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from dataio import naming
-from transforms import coders
+from transforms import coders, progress
 from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
@@ -152,6 +150,7 @@ class TokenizeConfig:
     lang: str = "english"
     keep_newlines: bool = False
     log_interval: int = 10_000
+    progress: progress.ProgressPlan | None = None  # the driver's planned bytes and workers
 
 
 class _TokenizeFn(beam.DoFn):
@@ -171,12 +170,13 @@ class _TokenizeFn(beam.DoFn):
 
             self._split = make_splitter(splitter=self._config.splitter, lang=self._config.lang,
                                         keep_newlines=self._config.keep_newlines)
-        self._docs = self._bytes = self._tokens = self._routed = 0
+        self._docs = self._bytes = self._tokens = self._routed = 0  # this instance's
+        self._told = (0, 0)  # tokens and routed texts already added to the process's meter
         self._last_routed = getattr(self._tok, "last_routed", None)
         if getattr(self._tok, "routing", None) is None:
             self._last_routed = None
-        self._next_log = self._config.log_interval
-        self._start = time.monotonic()
+        self._meter = progress.meter(dataclasses.replace(
+            self._config.progress or progress.ProgressPlan(), interval=self._config.log_interval))
         self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenize")
 
     def _segments(self, value) -> list[str]:
@@ -196,6 +196,7 @@ class _TokenizeFn(beam.DoFn):
         # outputs come out with the next call, or at the end of the bundle.
         if not isinstance(window, BoundedWindow):  # called by hand, not by a runner (tests)
             window, timestamp = GlobalWindow(), MIN_TIMESTAMP
+        self._meter.begin()  # progress rates count from the first batch
         pending = self._pending
         self._pending = (self._helper.submit(self._tokenize, batch), window, timestamp)
         if pending is not None:
@@ -207,6 +208,8 @@ class _TokenizeFn(beam.DoFn):
             yield from self._emit(*pending)
 
     def teardown(self):
+        if getattr(self, "_meter", None) is not None:
+            self._meter.close()  # a live bar ends before the driver's summary
         helper = getattr(self, "_helper", None)
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
@@ -335,15 +338,10 @@ class _TokenizeFn(beam.DoFn):
     def _progress(self, docs: int, num_bytes: int) -> None:
         self._docs += docs
         self._bytes += num_bytes
-        if self._config.log_interval and self._docs >= self._next_log:
-            self._next_log = (self._docs // self._config.log_interval + 1) * self._config.log_interval
-            elapsed = max(time.monotonic() - self._start, 1e-9)
-            routed = "" if self._last_routed is None else \
-                f", {self._routed} texts routed to the reference tokenizer"
-            print(f"Processed {self._docs} documents ({self._docs / elapsed:.1f} docs/s, "
-                  f"{self._bytes / elapsed / 2**20:.2f} MB/s, {self._tokens / elapsed:.0f} tokens/s"
-                  f"{routed}).",
-                  file=sys.stderr, flush=True)
+        # the meter adds up every instance of this process: it is given this batch's counts
+        (tokens, routed), self._told = self._told, (self._tokens, self._routed)
+        self._meter.add(documents=docs, num_bytes=num_bytes, tokens=self._tokens - tokens,
+                        routed=None if self._last_routed is None else self._routed - routed)
 
 
 class TokenizeDocuments(beam.PTransform):

@@ -1,0 +1,106 @@
+"""pipelines/options.py: each job parses its own option groups (and Beam's and the runners'
+flags), never another job's; each group's validate() is called from one place."""
+
+import importlib
+import os
+
+import pytest
+
+from pipelines import options as opts
+from pipelines import reshard  # registers ReshardOptions with Beam, as any import of it does
+from pipelines import tokenize
+
+ARGV = ["--input", "in/", "--output", "out/", "--tokenizer-type", "NullTokenizer",
+        "--vocab-size", "100", "--log-interval", "0"]
+RESHARD = (opts.InputOutputFlags, opts.RunFlags, reshard.ReshardOptions)
+
+
+def test_tokenize_refuses_another_jobs_flag():
+    with pytest.raises(opts.OptionsError, match=r"^unknown flag --target-size; see --help$"):
+        opts.parse([*ARGV, "--target-size", "1GB"], groups=opts.GROUPS)
+
+
+def test_tokenize_command_refuses_another_jobs_flag_in_one_line(tmp_path, capsys):
+    (tmp_path / "in.jsonl").write_text('{"text": "1 2"}\n')
+    status = tokenize.run(["--input", str(tmp_path / "in.jsonl"), "--output",
+                           str(tmp_path / "out"), "--tokenizer-type", "NullTokenizer",
+                           "--vocab-size", "10", "--name-regex", "x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert err == ["error: unknown flag --name-regex; see --help"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_job_with_its_groups_refuses_tokenize_flags():
+    argv = ["--input", "in/", "--output", "out/", "--target-size", "1MB"]
+    options = opts.parse(argv, groups=RESHARD)
+    assert options.view_as(reshard.ReshardOptions).target_size == "1MB"
+    with pytest.raises(opts.OptionsError, match="unknown flag --tokenizer-type"):
+        opts.parse([*argv, "--tokenizer-type", "x"], groups=RESHARD)
+
+
+def test_beams_and_the_runners_flags_pass():
+    importlib.import_module("runners.spark_jar")  # declares Spark's --storage_level
+
+    options = opts.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
+                          "--storage_level=MEMORY_AND_DISK"], groups=opts.GROUPS)
+    assert options.get_all_options()["storage_level"] == "MEMORY_AND_DISK"
+
+
+def test_without_groups_every_imported_jobs_flags_pass():
+    # what parse did before it took groups (callers not yet naming theirs)
+    opts.parse([*ARGV, "--target-size", "1GB"])
+
+
+def test_a_bad_log_level_is_refused():
+    with pytest.raises(SystemExit):
+        opts.parse([*ARGV, "--log-level", "loud"], groups=opts.GROUPS)
+    assert opts.parse_flags([*ARGV, "--log-level", "loud"]) is None  # left to Beam's parser
+    assert opts.parse_flags([*ARGV, "--log-level", "debug"]).log_level == "debug"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--log-interval", "-1"], "--log-interval -1: give a number of documents"),
+    (["--holdout-fraction", "1.5"], "--holdout-fraction must be in [0, 1)"),
+    (["--azure-block-size-mb", "0"], "--azure-block-size-mb 0.0: give a positive size"),
+    (["--tiktoken-special-tokens", "a"], "--tiktoken-special-tokens is ignored"),
+])
+def test_each_group_validates(extra, message):
+    argv = [*ARGV, *extra]
+    with pytest.raises(opts.OptionsError) as found:
+        opts.validate(opts.parse_flags(argv))
+    assert message in str(found.value)
+    with pytest.raises(opts.OptionsError) as found:  # the same from Beam's PipelineOptions
+        opts.validate(opts.parse(argv, groups=opts.GROUPS))
+    assert message in str(found.value)
+
+
+def test_validation_starts_with_the_output():
+    with pytest.raises(opts.OptionsError, match="--output is required"):
+        opts.validate(opts.parse_flags(["--input", "x", "--log-interval", "-1"]))
+
+
+def test_a_group_without_validate_is_skipped():
+    options = opts.parse(["--input", "in/", "--output", "out/"], groups=RESHARD)
+    opts.validate(options, groups=RESHARD)
+
+
+def test_preflight_validates_through_the_one_function(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(opts, "validate", lambda options, groups=opts.GROUPS: seen.append(groups)
+                        or (_ for _ in ()).throw(opts.OptionsError("stop here")))
+    with pytest.raises(opts.OptionsError, match="stop here"):
+        tokenize.preflight(opts.parse_flags(ARGV))
+    assert seen == [opts.GROUPS]
+
+
+def test_log_interval_default_is_in_help():
+    text = opts.help_parser("x").format_help()
+    assert "default 10000" in text and "--log-level" in text
+
+
+def test_tokenize_console_script_is_declared():
+    setup_py = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "setup.py")
+    assert "tokenbeam-tokenize=pipelines.tokenize:main" in open(setup_py).read()
+    assert callable(tokenize.main)
