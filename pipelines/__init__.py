@@ -13,3 +13,12 @@ import sys
 
 BEAM_AZURE_FILESYSTEM = "apache_beam.io.azure.blobstoragefilesystem"
 sys.modules.setdefault(BEAM_AZURE_FILESYSTEM, None)
+
+# A command's log is set up before its module runs, so that Beam's import-time chatter obeys
+# --log-level in every command (reshard imports Beam at the top). While ``python -m
+# pipelines.X`` imports this package, sys.argv[0] is "-m" (see the docs of ``python -m``); a
+# console script's argv[0] is its own name. Library use (tests, notebooks) is left alone.
+if sys.argv and (sys.argv[0] == "-m" or sys.argv[0].rsplit("/", 1)[-1].startswith("tokenbeam-")):
+    from dataio import log as _log
+
+    _log.setup(_log.level_from_argv(sys.argv[1:]))

@@ -363,21 +363,17 @@ def _accepted_classes(groups) -> list:
     job's own groups; not another job's (a class defined under ``pipelines``)."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    if groups is None:
-        _define_pipeline_options()
-        return PipelineOptions.__subclasses__()
     own = _job_classes(groups)
     found = [cls for cls in PipelineOptions.__subclasses__()
              if cls in own or not cls.__module__.startswith("pipelines.")]
     return found + [cls for cls in own if cls not in found]
 
 
-def parse(argv, *, groups=None):
+def parse(argv, *, groups=GROUPS):
     """Parse ``argv`` into PipelineOptions of a job whose own flags are ``groups`` (Flags
-    classes of this module, e.g. :data:`GROUPS`, the tokenize job's, or PipelineOptions
+    classes of this module, by default :data:`GROUPS`, the tokenize job's, or PipelineOptions
     subclasses), refusing unknown flags and other jobs' (Beam silently drops the first and
-    accepts the second). ``groups=None`` accepts every job's flags that are imported (what
-    parse did before it took groups; a command should name its groups).
+    accepts the second).
     ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -392,7 +388,7 @@ def parse(argv, *, groups=None):
     if unknown:
         raise OptionsError(f"unknown flag {unknown[0]}; see --help")
     options = PipelineOptions(argv)
-    if groups is None or RunFlags in groups:
+    if RunFlags in groups:
         workers = options.view_as(globals()["RunOptions"]).workers
         use_local_workers(options, workers if isinstance(workers, int) else 1)
     return options

@@ -187,6 +187,8 @@ def help_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     # Its value is checked where it is read (pipelines.options' --workers), not twice.
     parser.add_argument("--workers", metavar="N", help="worker processes on the local runner")
+    parser.add_argument("--log-level", metavar="LEVEL", help="debug, info (default), warning or "
+                        "error; Beam's own log is shown at debug only")
     ReshardOptions._add_argparse_args(parser)
     return parser
 
@@ -210,7 +212,10 @@ def parse(argv: list[str]) -> PipelineOptions:
         tokenize_flags = opts.help_parser("tokenize")._option_string_actions
         whose = ": it is the tokenize job's, not reshard's" if flag in tokenize_flags else ""
         raise opts.OptionsError(f"unknown flag {flag}{whose}; see --help")
-    return opts.parse(argv)
+    return opts.parse(argv, groups=GROUPS)
+
+
+GROUPS = (opts.InputOutputFlags, opts.RunFlags, ReshardOptions)  # parse() allows only help_parser's
 
 
 class InputsUnreadable(errors.RunError):

@@ -218,9 +218,9 @@ def test_documents_larger_than_the_target_keep_numbers_contiguous(tmp_path):
 
 def test_build_with_test_pipeline(tmp_path):
     expected = _corpus(tmp_path / "in")
-    options = opts.parse(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
-                          "--target-size", "100KB", "--name-regex", REGEX,
-                          "--name-template", TEMPLATE])
+    options = reshard.parse(["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
+                             "--target-size", "100KB", "--name-regex", REGEX,
+                             "--name-template", TEMPLATE])
     with test_pipeline.TestPipeline(runner=FnApiRunner(), options=options) as p:
         reshard.build(p, options)
     _check_output(tmp_path / "out", expected, 100_000)

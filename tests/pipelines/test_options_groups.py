@@ -12,7 +12,7 @@ from pipelines import tokenize
 
 ARGV = ["--input", "in/", "--output", "out/", "--tokenizer-type", "NullTokenizer",
         "--vocab-size", "100", "--log-interval", "0"]
-RESHARD = (opts.InputOutputFlags, opts.RunFlags, reshard.ReshardOptions)
+RESHARD = reshard.GROUPS
 
 
 def test_tokenize_refuses_another_jobs_flag():
@@ -47,9 +47,9 @@ def test_beams_and_the_runners_flags_pass():
     assert options.get_all_options()["storage_level"] == "MEMORY_AND_DISK"
 
 
-def test_without_groups_every_imported_jobs_flags_pass():
-    # what parse did before it took groups (callers not yet naming theirs)
-    opts.parse([*ARGV, "--target-size", "1GB"])
+def test_without_groups_it_is_the_tokenize_jobs_parse():
+    with pytest.raises(opts.OptionsError, match="unknown flag --target-size"):
+        opts.parse([*ARGV, "--target-size", "1GB"])
 
 
 def test_a_bad_log_level_is_refused():
