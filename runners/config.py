@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from dataio.redact import SECRET_NAMES, redact
+from dataio.redact import redact, split_secret_flags
 
 FLINK_SLURM_DEFAULTS: dict[str, Any] = {
     "kind": "flink_slurm",
@@ -476,30 +476,18 @@ def resolve_job_server_jar(cfg: dict, flink_version: str | None = None) -> str:
 
 # --- secrets -----------------------------------------------------------------------------------
 
-def _is_secret_flag(arg: str) -> bool:
-    name = arg.partition("=")[0]
-    return arg.startswith("--") and name.lstrip("-").lower().replace("-", "_") in SECRET_NAMES
-
-
 def split_secrets(args: list[str]) -> tuple[list[str], list[str]]:
-    """(args safe to write down, warnings). Secret flags (``--azure-sas-token X``) are dropped,
-    so the job falls back to the environment (sbatch passes the submitter's); a credential
-    inside another argument (a SAS query in a URL, a connection string) is masked."""
+    """(args safe to write down, warnings). Secret flags (``--azure-sas-token X``, as
+    :func:`dataio.redact.split_secret_flags` knows them) are dropped, so the job falls back to
+    the environment (sbatch passes the submitter's); a credential inside another argument (a SAS
+    query in a URL, a connection string) is masked."""
+    kept, secrets = split_secret_flags(args)
+    warnings = [f"--{name.replace('_', '-')}: a secret, not written into the job; export it in "
+                "the environment instead (e.g. AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY, "
+                "AZURE_STORAGE_CONNECTION_STRING): the job inherits the environment it is "
+                "submitted from" for name in secrets]
     safe: list[str] = []
-    warnings: list[str] = []
-    skip_next = False
-    for i, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if _is_secret_flag(arg):
-            skip_next = not eq
-            warnings.append(f"{name}: a secret, not written into the job; export it in the "
-                            "environment instead (e.g. AZURE_STORAGE_SAS_TOKEN, "
-                            "AZURE_STORAGE_KEY, AZURE_STORAGE_CONNECTION_STRING): the job "
-                            "inherits the environment it is submitted from")
-            continue
+    for i, arg in enumerate(kept):
         clean = redact(arg)
         if clean != arg:
             warnings.append(f"argument {i + 1} ({clean}) holds a credential; it was masked in "
