@@ -8,8 +8,11 @@ Contract:
   line wins over the file), validates every value and returns a plain dict. Unknown keys, wrong
   types and malformed values raise :class:`ConfigError` naming the file, the key and the fix.
 - Relative paths (``python_env``, ``cache_dir``, ``log_dir``, ``flink_home``,
-  ``job_server_jar``) are made absolute against ``base_dir`` (the current directory by
-  default): a SLURM job runs elsewhere and must see the same paths.
+  ``job_server_jar``, ... :data:`PATH_KEYS`) are made absolute, because a SLURM job runs
+  elsewhere and must see the same paths: a value from the YAML file, or a default where a file
+  is given, against the file's folder, so a config means the same whatever folder it is used
+  from; a value from the command line (or any value when there is no file) against
+  ``base_dir``, the current directory by default, as any path typed in a shell.
 - :func:`resolve_flink` / :func:`resolve_job_server_jar` find the Flink distribution and the
   Beam job-server jar: the config's value, else what ``scripts/setup.sh --test`` provisioned
   under ``cache_dir``. They never download anything.
@@ -213,7 +216,8 @@ def overrides_from(args, flag_keys: dict) -> dict:
 
 def load(path: str | None, overrides: dict | None = None, *, kind: str | None = None,
          base_dir: str | None = None) -> dict:
-    """Defaults < YAML file < overrides, validated, paths made absolute."""
+    """Defaults < YAML file < overrides, validated, paths made absolute (file values against
+    the file's folder, overrides against ``base_dir``)."""
     where = path or "defaults"
     data: dict = {}
     if path:
@@ -240,9 +244,12 @@ def load(path: str | None, overrides: dict | None = None, *, kind: str | None = 
     for dotted, value in (overrides or {}).items():
         _set_dotted(cfg, dotted, value, where="command line")
     validate(cfg, where=where)
-    base = os.path.abspath(base_dir or os.getcwd())
+    shell_dir = os.path.abspath(base_dir or os.getcwd())
+    config_dir = os.path.dirname(os.path.abspath(path)) if path else shell_dir
+    typed = set(overrides or {})
     for key in PATH_KEYS:
         if cfg.get(key):
+            base = shell_dir if key in typed else config_dir
             cfg[key] = os.path.normpath(os.path.join(base, os.path.expanduser(str(cfg[key]))))
     return cfg
 
