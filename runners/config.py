@@ -31,7 +31,15 @@ from typing import Any
 
 import yaml
 
+from dataio import errors
 from dataio.redact import redact, split_secret_flags
+
+# What every launcher runs, and the flags it sets itself (a user value would silently fight
+# with them); here so that the launchers, which are commands, need not import each other.
+PIPELINE_MODULE = "pipelines.tokenize"
+RESERVED_FLAGS = ("--runner", "--job_endpoint", "--environment_type", "--environment_config",
+                  "--parallelism", "--sdk_worker_parallelism", "--flink_master",
+                  "--flink_job_server_jar", "--flink_submit_uber_jar")
 
 FLINK_SLURM_DEFAULTS: dict[str, Any] = {
     "kind": "flink_slurm",
@@ -151,8 +159,9 @@ _MODULE = re.compile(r"^[A-Za-z0-9_./+:@-]+$")
 _HOSTPORT = re.compile(r"^(https?://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
-class ConfigError(ValueError):
-    """A bad runner configuration; the message names the file/flag, the key and the fix."""
+class ConfigError(errors.ConfigError):
+    """A bad runner configuration; the message names the file/flag, the key and the fix
+    (exit status 2)."""
 
 
 def _merge(base: dict, update: dict, *, where: str, prefix: str = "") -> dict:
