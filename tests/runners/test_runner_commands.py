@@ -6,7 +6,8 @@ import os
 import pytest
 from runner_support import ROOT
 
-from runners import flink, local, loopback, slurm, worker_pool
+from runners import flink, local, loopback, slurm
+from runners.flink_cluster import free_port
 
 FLINK_YAML = os.path.join(ROOT, "runners", "flink.yaml")
 
@@ -31,8 +32,7 @@ def test_a_bad_command_line_is_one_error_line_and_status_2(command, argv, status
 
 
 def test_an_unreachable_flink_is_a_run_error(capsys):
-    server, bound, _pool = worker_pool.serve(host="127.0.0.1", port=0)
-    server.stop(0)   # a port nothing listens on any more
+    bound = free_port()   # nothing listens there
     argv = ["submit", "--config", FLINK_YAML, "--flink-master", f"127.0.0.1:{bound}", "--",
             "--input", "x"]
     assert flink.main(argv) == 1
