@@ -156,6 +156,8 @@ def url_like(pattern: str, inner: str) -> str:
 
 
 def known_path_style_endpoints() -> set[str]:
+    """Blob endpoints (lower-cased) whose URLs name the account in the path: the plan's and
+    the connection string's (a private endpoint, an emulator other than Azurite's default)."""
     found = set()
     plan = STATE.plan
     if plan:
@@ -179,6 +181,7 @@ def parse_connection_string(conn: str) -> dict[str, str]:
 
 
 def connection_string_account(conn: str) -> str | None:
+    """The storage account a connection string names (its AccountName, else its endpoint's)."""
     fields = parse_connection_string(conn)
     if fields.get("accountname"):
         return fields["accountname"]
@@ -192,6 +195,7 @@ def connection_string_account(conn: str) -> str | None:
 
 
 def connection_string_endpoint(conn: str) -> str | None:
+    """The blob endpoint a connection string names, explicitly or by its parts."""
     fields = parse_connection_string(conn)
     if fields.get("blobendpoint"):
         return fields["blobendpoint"].rstrip("/")
