@@ -10,9 +10,10 @@ the same ``python -m pipelines.tokenize`` arguments:
 
 - ``direct (ref)``       ``--runner=DirectRunner`` (in-process), and with ``--workers 2``
 - ``slurm+flink``        ``python -m runners.slurm submit --wait`` on a local SLURM cluster of
-                         ``--nodes`` virtual nodes on this host (runners.local_slurm), each
-                         node with all this host's CPUs: JobManager, a TaskManager per node,
-                         worker pools and the job server start and stop inside every job
+                         ``--nodes`` virtual nodes on this host
+                         (tests/clusters/local_slurm.py), each node with all this host's
+                         CPUs: JobManager, a TaskManager per node, worker pools and the job
+                         server start and stop inside every job
 
 "wall" is submit-to-exit of the command (for SLURM: queueing, Flink start-up, the pipeline,
 teardown); "pipeline" is the job's own ``seconds`` line (driver planning to last commit).
@@ -38,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from pipelines import demo  # noqa: E402
-from runners.local_slurm import LocalSlurm  # noqa: E402
+from tests.clusters.local_slurm import LocalSlurm  # noqa: E402
 
 
 def make_corpus(folder: str, *, files: int, docs: int) -> tuple[str, str]:

@@ -8,8 +8,8 @@ Usage::
 
 Generates a seeded corpus and its byte-level BPE (as bench/flink_vs_direct.py does), starts a
 Spark 3.5 standalone cluster (master + one worker with this host's cores) and a real Apache
-Livy 0.7.1 server in a private network namespace (runners.local_spark; needs root and
-``scripts/setup.sh --test``), then runs the same tokenize arguments:
+Livy 0.7.1 server in a private network namespace (tests/clusters/local_spark.py; needs root
+and ``scripts/setup.sh --test``), then runs the same tokenize arguments:
 
 - ``direct (ref)``  ``python -m pipelines.tokenize --runner=DirectRunner``
 - ``spark via livy``  ``python -m runners.spark submit --config runners/spark_hdinsight.yaml
@@ -50,8 +50,9 @@ from flink_vs_direct import (  # noqa: E402
     check_and_clear, job_args, make_corpus, run_direct, run_slurm)
 
 from pipelines import demo  # noqa: E402
-from runners import local_spark, spark  # noqa: E402
-from runners.local_slurm import LocalSlurm  # noqa: E402
+from runners import spark  # noqa: E402
+from tests.clusters import local_spark  # noqa: E402
+from tests.clusters.local_slurm import LocalSlurm  # noqa: E402
 
 CACHE = os.path.join(ROOT, ".cache")
 PYTHON_ENV = os.path.dirname(os.path.dirname(sys.executable))

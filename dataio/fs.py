@@ -331,7 +331,7 @@ def resolve_location(path: str) -> str:
             loc = None
         if loc is not None and loc.account is None:
             try:
-                loc = azure._with_account(loc)  # the default account, from flags/environment
+                loc = azure.with_account(loc)  # the default account, from flags/environment
             except ValueError:
                 pass  # none configured: the same (unknown) account for every such URL
     if loc is not None:

@@ -12,6 +12,11 @@ Contract:
 - :func:`redact_options` returns a copy of an options mapping (nested dicts/lists too) where
   values of secret-named keys are ``REDACTED`` and every other string went through
   :func:`redact`. :func:`redact_argv` does the same for an argv list.
+- The secret names (:data:`SECRET_NAMES`) are listed once, here: a flag names a secret when its
+  name, without leading dashes, lower-cased and with ``-`` read as ``_``, is one of them.
+  :func:`split_secret_flags` takes every such flag and its value out of an argv (what a job runs
+  before Beam parses, and what a launcher runs before writing a command into a job script);
+  :func:`redact_argv` masks the same flags' values in place.
 - Redaction is idempotent and never raises; non-strings pass through unchanged.
 - :class:`RedactingFilter` applies :func:`redact` to log records (install it once with
   :func:`install_logging_filter`).
@@ -24,7 +29,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
+
+from dataio.errors import ConfigError
 
 MASK = "REDACTED"
 
@@ -101,6 +108,44 @@ def _is_secret_name(name: Any) -> bool:
         name.lstrip("-").lower().replace("-", "_") in SECRET_NAMES
 
 
+def secret_flag(arg: str) -> str | None:
+    """The secret's name (``"azure_sas_token"``) when ``arg`` is a secret flag (``--flag`` or
+    ``--flag=value``), else ``None``."""
+    if not arg.startswith("--"):
+        return None
+    name = arg.partition("=")[0]
+    return name.lstrip("-").lower().replace("-", "_") if _is_secret_name(name) else None
+
+
+def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """(``argv`` without its secret flags and their values, those values by secret name).
+
+    ``--azure-sas-token X`` and ``--azure_sas_token=X`` both give ``{"azure_sas_token": "X"}``
+    (the later of two wins). Every value taken is registered with :func:`register_secret`.
+    Raises :class:`dataio.errors.ConfigError` when a secret flag ends argv without its value.
+    """
+    clean: list[str] = []
+    secrets: dict[str, str] = {}
+    items = [str(arg) for arg in argv]
+    i = 0
+    while i < len(items):
+        arg = items[i]
+        name = secret_flag(arg)
+        if name is None:
+            clean.append(arg)
+        else:
+            flag, eq, value = arg.partition("=")
+            if not eq:
+                if i + 1 >= len(items):
+                    raise ConfigError(f"{flag} needs a value")
+                i += 1
+                value = items[i]
+            secrets[name] = value
+            register_secret(value)
+        i += 1
+    return clean, secrets
+
+
 def redact_options(options: Any) -> Any:
     """A redacted deep copy of an options structure (mapping, list, tuple, or scalar)."""
     if isinstance(options, Mapping):
@@ -118,7 +163,8 @@ def redact_options(options: Any) -> Any:
 
 def redact_argv(argv: Iterable[str]) -> list[str]:
     """A redacted copy of a command line: values of secret flags (``--flag=value`` and
-    ``--flag value``) and any credential inside other arguments."""
+    ``--flag value``, the flags :func:`split_secret_flags` takes out) and any credential inside
+    other arguments."""
     out: list[str] = []
     mask_next = False
     for arg in argv:
@@ -126,17 +172,12 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
         if mask_next:
             out.append(MASK)
             mask_next = False
-            continue
-        if arg.startswith("--"):
-            name, eq, _ = arg.partition("=")
-            if _is_secret_name(name):
-                if eq:
-                    out.append(f"{name}={MASK}")
-                else:
-                    out.append(arg)
-                    mask_next = True
-                continue
-        out.append(redact(arg))
+        elif secret_flag(arg) is not None:
+            flag, eq, _ = arg.partition("=")
+            out.append(f"{flag}={MASK}" if eq else arg)
+            mask_next = not eq
+        else:
+            out.append(redact(arg))
     return out
 
 

@@ -234,7 +234,7 @@ def _workers(value: str):
 
 
 class AzureFlags:
-    """Azure Blob credentials (see dataio/azure.py). The secret flags are taken out of argv by
+    """Azure Blob credentials (see the dataio.azure package). The secret flags are taken out of argv by
     ``dataio.azure.prepare_argv`` before Beam parses it; they are declared here for --help."""
 
     @classmethod

@@ -8,8 +8,11 @@ Contract:
   line wins over the file), validates every value and returns a plain dict. Unknown keys, wrong
   types and malformed values raise :class:`ConfigError` naming the file, the key and the fix.
 - Relative paths (``python_env``, ``cache_dir``, ``log_dir``, ``flink_home``,
-  ``job_server_jar``) are made absolute against ``base_dir`` (the current directory by
-  default): a SLURM job runs elsewhere and must see the same paths.
+  ``job_server_jar``, ... :data:`PATH_KEYS`) are made absolute, because a SLURM job runs
+  elsewhere and must see the same paths: a value from the YAML file, or a default where a file
+  is given, against the file's folder, so a config means the same whatever folder it is used
+  from; a value from the command line (or any value when there is no file) against
+  ``base_dir``, the current directory by default, as any path typed in a shell.
 - :func:`resolve_flink` / :func:`resolve_job_server_jar` find the Flink distribution and the
   Beam job-server jar: the config's value, else what ``scripts/setup.sh --test`` provisioned
   under ``cache_dir``. They never download anything.
@@ -28,7 +31,15 @@ from typing import Any
 
 import yaml
 
-from dataio.redact import SECRET_NAMES, redact
+from dataio import errors
+from dataio.redact import redact, split_secret_flags
+
+# What every launcher runs, and the flags it sets itself (a user value would silently fight
+# with them); here so that the launchers, which are commands, need not import each other.
+PIPELINE_MODULE = "pipelines.tokenize"
+RESERVED_FLAGS = ("--runner", "--job_endpoint", "--environment_type", "--environment_config",
+                  "--parallelism", "--sdk_worker_parallelism", "--flink_master",
+                  "--flink_job_server_jar", "--flink_submit_uber_jar")
 
 FLINK_SLURM_DEFAULTS: dict[str, Any] = {
     "kind": "flink_slurm",
@@ -148,8 +159,9 @@ _MODULE = re.compile(r"^[A-Za-z0-9_./+:@-]+$")
 _HOSTPORT = re.compile(r"^(https?://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
-class ConfigError(ValueError):
-    """A bad runner configuration; the message names the file/flag, the key and the fix."""
+class ConfigError(errors.ConfigError):
+    """A bad runner configuration; the message names the file/flag, the key and the fix
+    (exit status 2)."""
 
 
 def _merge(base: dict, update: dict, *, where: str, prefix: str = "") -> dict:
@@ -213,7 +225,8 @@ def overrides_from(args, flag_keys: dict) -> dict:
 
 def load(path: str | None, overrides: dict | None = None, *, kind: str | None = None,
          base_dir: str | None = None) -> dict:
-    """Defaults < YAML file < overrides, validated, paths made absolute."""
+    """Defaults < YAML file < overrides, validated, paths made absolute (file values against
+    the file's folder, overrides against ``base_dir``)."""
     where = path or "defaults"
     data: dict = {}
     if path:
@@ -240,9 +253,12 @@ def load(path: str | None, overrides: dict | None = None, *, kind: str | None = 
     for dotted, value in (overrides or {}).items():
         _set_dotted(cfg, dotted, value, where="command line")
     validate(cfg, where=where)
-    base = os.path.abspath(base_dir or os.getcwd())
+    shell_dir = os.path.abspath(base_dir or os.getcwd())
+    config_dir = os.path.dirname(os.path.abspath(path)) if path else shell_dir
+    typed = set(overrides or {})
     for key in PATH_KEYS:
         if cfg.get(key):
+            base = shell_dir if key in typed else config_dir
             cfg[key] = os.path.normpath(os.path.join(base, os.path.expanduser(str(cfg[key]))))
     return cfg
 
@@ -476,30 +492,18 @@ def resolve_job_server_jar(cfg: dict, flink_version: str | None = None) -> str:
 
 # --- secrets -----------------------------------------------------------------------------------
 
-def _is_secret_flag(arg: str) -> bool:
-    name = arg.partition("=")[0]
-    return arg.startswith("--") and name.lstrip("-").lower().replace("-", "_") in SECRET_NAMES
-
-
 def split_secrets(args: list[str]) -> tuple[list[str], list[str]]:
-    """(args safe to write down, warnings). Secret flags (``--azure-sas-token X``) are dropped,
-    so the job falls back to the environment (sbatch passes the submitter's); a credential
-    inside another argument (a SAS query in a URL, a connection string) is masked."""
+    """(args safe to write down, warnings). Secret flags (``--azure-sas-token X``, as
+    :func:`dataio.redact.split_secret_flags` knows them) are dropped, so the job falls back to
+    the environment (sbatch passes the submitter's); a credential inside another argument (a SAS
+    query in a URL, a connection string) is masked."""
+    kept, secrets = split_secret_flags(args)
+    warnings = [f"--{name.replace('_', '-')}: a secret, not written into the job; export it in "
+                "the environment instead (e.g. AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY, "
+                "AZURE_STORAGE_CONNECTION_STRING): the job inherits the environment it is "
+                "submitted from" for name in secrets]
     safe: list[str] = []
-    warnings: list[str] = []
-    skip_next = False
-    for i, arg in enumerate(args):
-        if skip_next:
-            skip_next = False
-            continue
-        name, eq, _ = arg.partition("=")
-        if _is_secret_flag(arg):
-            skip_next = not eq
-            warnings.append(f"{name}: a secret, not written into the job; export it in the "
-                            "environment instead (e.g. AZURE_STORAGE_SAS_TOKEN, "
-                            "AZURE_STORAGE_KEY, AZURE_STORAGE_CONNECTION_STRING): the job "
-                            "inherits the environment it is submitted from")
-            continue
+    for i, arg in enumerate(kept):
         clean = redact(arg)
         if clean != arg:
             warnings.append(f"argument {i + 1} ({clean}) holds a credential; it was masked in "

@@ -23,12 +23,17 @@ import shlex
 import subprocess
 import sys
 
+from dataio import errors
 from runners import config as rc
 from runners import flink_cluster
-from runners.slurm import PIPELINE_MODULE, RESERVED_FLAGS
+from runners.config import PIPELINE_MODULE, RESERVED_FLAGS
 
 FLAG_KEYS = {"flink_master": str, "flink_version": str, "job_server_jar": str,
              "parallelism": int, "cache_dir": str, "python_env": str}
+
+
+class FlinkError(errors.RunError):
+    """The cluster cannot be reached, or the local worker pool did not come up."""
 
 
 def python_of(cfg: dict) -> str:
@@ -56,10 +61,10 @@ def _start_pool(cfg: dict) -> tuple[subprocess.Popen, str]:
                              "--port", str(port)], stdin=subprocess.DEVNULL)
     try:
         flink_cluster.wait_port(f"{host}:{port}", timeout=60, pids=[proc.pid])
-    except (TimeoutError, RuntimeError):
+    except (TimeoutError, RuntimeError) as exc:
         proc.kill()
         proc.wait()
-        raise
+        raise FlinkError(str(exc)) from None
     return proc, f"{host}:{port}"
 
 
@@ -85,9 +90,8 @@ def run_job(cfg: dict, pipeline_args: list[str], *, no_submit: bool = False,
     try:
         info = flink_cluster.overview(cfg["flink_master"])
     except OSError as exc:
-        print(f"error: Flink at {cfg['flink_master']} is not reachable ({exc}); start the "
-              "cluster or fix flink_master (--flink-master HOST:PORT)", file=sys.stderr)
-        return 1
+        raise FlinkError(f"Flink at {cfg['flink_master']} is not reachable ({exc}); start the "
+                         "cluster or fix flink_master (--flink-master HOST:PORT)") from None
     version = cfg["flink_version"] or info.get("flink-version", "")
     if cfg["flink_version"] and not info.get("flink-version", "").startswith(cfg["flink_version"]):
         raise rc.ConfigError(f"flink_version = {cfg['flink_version']!r}, but the cluster at "
@@ -116,7 +120,7 @@ def run_job(cfg: dict, pipeline_args: list[str], *, no_submit: bool = False,
             _stop(pool_proc)
 
 
-def main(argv=None) -> int:
+def _main(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m runners.flink", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -129,18 +133,15 @@ def main(argv=None) -> int:
     pipeline_args = list(args.pipeline_args)
     if pipeline_args and pipeline_args[0] == "--":
         pipeline_args = pipeline_args[1:]
-    try:
-        cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink")
-        if not pipeline_args:
-            raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...`")
-        return run_job(cfg, pipeline_args, no_submit=args.no_submit, dry_run=args.dry_run)
-    except rc.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (TimeoutError, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink")
+    if not pipeline_args:
+        raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...`")
+    return run_job(cfg, pipeline_args, no_submit=args.no_submit, dry_run=args.dry_run)
+
+
+def main(argv=None) -> int:
+    return errors.main(_main, argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.main(_main, process=True))

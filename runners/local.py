@@ -10,8 +10,9 @@ import argparse
 import subprocess
 import sys
 
+from dataio import errors
 from runners import config as rc
-from runners.slurm import PIPELINE_MODULE
+from runners.config import PIPELINE_MODULE
 
 
 def pipeline_command(cfg: dict, pipeline_args: list[str]) -> list[str]:
@@ -19,7 +20,7 @@ def pipeline_command(cfg: dict, pipeline_args: list[str]) -> list[str]:
             f"--workers={cfg['workers']}"]
 
 
-def main(argv=None) -> int:
+def _main(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m runners.local", description=__doc__)
     parser.add_argument("--config", default=None, help="runner YAML (kind: direct)")
     parser.add_argument("--workers", type=int, default=None)
@@ -28,14 +29,14 @@ def main(argv=None) -> int:
     pipeline_args = list(args.pipeline_args)
     if pipeline_args and pipeline_args[0] == "--":
         pipeline_args = pipeline_args[1:]
-    try:
-        overrides = {"workers": args.workers} if args.workers is not None else {}
-        cfg = rc.load(args.config, overrides, kind="direct")
-    except rc.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    overrides = {"workers": args.workers} if args.workers is not None else {}
+    cfg = rc.load(args.config, overrides, kind="direct")
     return subprocess.run(pipeline_command(cfg, pipeline_args)).returncode
 
 
+def main(argv=None) -> int:
+    return errors.main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.main(_main, process=True))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import runpy
 import sys
 
+from dataio import errors
+
 _WILDCARDS = ("[::]:", "0.0.0.0:", "*:")
 
 
@@ -41,16 +43,19 @@ def install() -> None:
     grpc.server = server
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+def _main(argv) -> int:
     if not argv:
-        print("usage: python -m runners.loopback MODULE [ARGS...]", file=sys.stderr)
-        return 2
+        raise errors.ConfigError("usage: python -m runners.loopback MODULE [ARGS...]")
     install()
     sys.argv = [argv[0], *argv[1:]]
+    # The module's own exit (sys.exit(status)) ends this run; errors.main passes its status on.
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
     return 0
 
 
+def main(argv=None) -> int:
+    return errors.main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.main(_main, process=True))

@@ -32,13 +32,9 @@ import sys
 import time
 from importlib import resources
 
+from dataio import errors
 from runners import config as rc
-
-PIPELINE_MODULE = "pipelines.tokenize"
-# Flags the launcher sets itself; a user value would silently fight with them.
-RESERVED_FLAGS = ("--runner", "--job_endpoint", "--environment_type", "--environment_config",
-                  "--parallelism", "--sdk_worker_parallelism", "--flink_master",
-                  "--flink_job_server_jar", "--flink_submit_uber_jar")
+from runners.config import PIPELINE_MODULE, RESERVED_FLAGS
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 
@@ -50,8 +46,8 @@ FLAG_KEYS = {"nodes": int, "cpus_per_node": int, "memory": str, "time": str, "pa
              "taskmanager_memory": str, "jobmanager_memory": str, "slots_per_node": int}
 
 
-class LaunchError(RuntimeError):
-    """The job could not be submitted (sbatch failed, a file is missing...)."""
+class LaunchError(errors.RunError):
+    """The job could not be submitted or followed (sbatch failed, SLURM lost it...)."""
 
 
 def template_text() -> str:
@@ -275,14 +271,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def _main(argv) -> int:
     args = _parser().parse_args(argv)
     if args.cmd == "status":
         info = job_info(args.job_id)
         if info is None:
-            print(f"job {args.job_id}: unknown to SLURM (finished more than MinJobAge ago?)",
-                  file=sys.stderr)
-            return 1
+            raise LaunchError(f"job {args.job_id}: unknown to SLURM (finished more than "
+                              "MinJobAge ago?)")
         print(f"job {args.job_id}: {info.get('JobState')} reason={info.get('Reason')} "
               f"exit={info.get('ExitCode')} nodes={info.get('NodeList')}")
         folder = job_folder(info, args.job_id)
@@ -294,19 +289,11 @@ def main(argv=None) -> int:
     pipeline_args = list(args.pipeline_args)
     if pipeline_args and pipeline_args[0] == "--":
         pipeline_args = pipeline_args[1:]
-    try:
-        cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink_slurm")
-        if not pipeline_args:
-            raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...` "
-                                 "(those of python -m pipelines.tokenize)")
-        job_id, script = submit(cfg, pipeline_args, no_submit=args.no_submit,
-                                dry_run=args.dry_run)
-    except rc.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except LaunchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    cfg = rc.load(args.config, rc.overrides_from(args, FLAG_KEYS), kind="flink_slurm")
+    if not pipeline_args:
+        raise rc.ConfigError("no pipeline arguments: add `-- --input ... --output ...` "
+                             "(those of python -m pipelines.tokenize)")
+    job_id, script = submit(cfg, pipeline_args, no_submit=args.no_submit, dry_run=args.dry_run)
     if job_id is None:
         print(f"wrote {script}")
         print(shlex.join(sbatch_command(script, cfg["log_dir"])))
@@ -317,9 +304,8 @@ def main(argv=None) -> int:
         return 0
     try:
         info = wait_for(job_id, timeout=args.timeout)
-    except (LaunchError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except TimeoutError as exc:
+        raise LaunchError(str(exc)) from None
     status = exit_status(info)
     folder = job_folder(info, job_id) or os.path.join(cfg["log_dir"], job_id)
     tail = _tail(os.path.join(folder, "pipeline.log"))
@@ -329,5 +315,9 @@ def main(argv=None) -> int:
     return status
 
 
+def main(argv=None) -> int:
+    return errors.main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.main(_main, process=True))

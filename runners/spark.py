@@ -60,9 +60,6 @@ class SparkError(errors.RunError):
     """The cluster refused or failed a request (exit status 1)."""
 
 
-errors.anticipate(rconfig.ConfigError, status=errors.EXIT_USAGE)
-
-
 # --- clients -------------------------------------------------------------------------------------
 
 class LivyClient:
@@ -644,7 +641,7 @@ def _main(argv) -> int:
 
 
 def main(argv=None) -> int:
-    return errors.main(_main, list(sys.argv[1:] if argv is None else argv))
+    return errors.main(_main, argv)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,13 @@ import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.utils import thread_pool_executor
 
-from dataio import log
+from dataio import errors, log
 
 _LOG = log.get("worker_pool")
+
+
+class PoolError(errors.RunError):
+    """The pool cannot start (its port is taken, or its address is not this host's)."""
 
 
 def worker_command(python: str, *, control_url: str, worker_id: str, state_cache_size: int,
@@ -123,7 +127,7 @@ def serve(*, host: str, port: int, state_cache_size: int = 0,
     return server, bound, pool
 
 
-def main(argv=None) -> int:
+def _main(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m runners.worker_pool", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -138,8 +142,7 @@ def main(argv=None) -> int:
         server, bound, pool = serve(host=args.host, port=args.port,
                                     state_cache_size=args.state_cache_size)
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+        raise PoolError(str(exc)) from None
     done = threading.Event()
 
     def _on_signal(signum, _frame):
@@ -155,5 +158,9 @@ def main(argv=None) -> int:
     return 0
 
 
+def main(argv=None) -> int:
+    return errors.main(_main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(errors.main(_main, process=True))

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dataio import azure
+from dataio import azure, redact
 from dataio import fs as fsutil
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
@@ -172,7 +172,7 @@ def test_forced_method_tries_only_that_one(azurite, container):
 def test_secret_flags_are_taken_out_of_argv():
     argv = ["--input", "abfs://c/x", "--azure-sas-token", "sv=1&sig=S1",
             "--azure_connection_string=AccountName=a;AccountKey=K1", "--runner=FnApiRunner"]
-    clean, secrets = azure.split_secret_flags(argv)
+    clean, secrets = redact.split_secret_flags(argv)
     assert clean == ["--input", "abfs://c/x", "--runner=FnApiRunner"]
     assert secrets == {"azure_sas_token": "sv=1&sig=S1",
                        "azure_connection_string": "AccountName=a;AccountKey=K1"}
@@ -189,7 +189,7 @@ def test_plan_is_picklable_and_secret_free_and_secrets_refuse_pickling(azurite, 
     assert sig.encode() not in blob and sig not in repr(plan) and sig not in plan.to_json()
     assert pickle.loads(blob) == plan == azure.AzurePlan.from_json(plan.to_json())
     with pytest.raises(TypeError, match="must not be pickled"):
-        pickle.dumps(azure._secrets)
+        pickle.dumps(azure.STATE.secrets)
 
 
 def test_worker_process_resolves_from_the_environment(azurite, container):
@@ -232,4 +232,4 @@ def test_prepare_argv_leaves_no_secret_in_argv(azurite, container):
     assert clean == [f"--input={url}", "--output", f"{url}/o", "--tokenizer-type", "HF",
                      "--append-eod"]
     assert secrets == {"azure_sas_token": sas}
-    assert azure._secrets.sas_by_scope[f"devstoreaccount1/{container}"] == sas
+    assert azure.STATE.secrets.sas_by_scope[f"devstoreaccount1/{container}"] == sas

@@ -211,12 +211,14 @@ class _FakeBlob:
 def test_commit_by_blocks_stages_ranges_then_commits_once(monkeypatch, service_has_it):
     import asyncio
 
-    monkeypatch.setattr(azure, "BLOCK_FROM_URL_BYTES", 1000)
-    monkeypatch.setattr(azure, "_current_plan", lambda: azure.AzurePlan(block_size=1000))
+    from dataio.azure import commit
+
+    monkeypatch.setattr(commit, "BLOCK_FROM_URL_BYTES", 1000)
+    monkeypatch.setattr(azure.STATE, "plan", azure.AzurePlan(block_size=1000))
     source = _FakeBlob("https://acct.blob.core.windows.net/c/.x.tmp?sv=1&sig=S", size=2500)
     target = _FakeBlob("https://acct.blob.core.windows.net/c/x?sv=1&sig=S",
                        put_block_from_url=service_has_it)
-    asyncio.run(azure._commit_by_blocks(source, target, "c/.x.tmp", "c/x"))
+    asyncio.run(commit._commit_by_blocks(source, target, "c/.x.tmp", "c/x"))
     *staged, commit = target.calls
     kind = "from_url" if service_has_it else "stage"
     assert [c[0] for c in staged] == [kind] * 3 and commit[0] == "commit"
@@ -227,4 +229,4 @@ def test_commit_by_blocks_stages_ranges_then_commits_once(monkeypatch, service_h
             (source.url, 0, 1000), (source.url, 1000, 1000), (source.url, 2000, 500)]
     else:
         assert [c[2] for c in staged] == [1000, 1000, 500]
-    assert azure._block_from_url.get("acct", True) is service_has_it
+    assert azure.STATE.block_from_url.get("acct", True) is service_has_it

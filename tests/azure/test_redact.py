@@ -91,3 +91,36 @@ def test_logging_filter_redacts_messages_and_arguments(caplog):
         logger.info("opening %s with %s", f"https://a.blob.core.windows.net/c/x?{SAS}", CONN)
     assert SIG not in caplog.text and KEY not in caplog.text
     assert "https://a.blob.core.windows.net/c/x?" in caplog.text
+
+
+def test_split_secret_flags_takes_both_forms_out_and_registers_the_values():
+    argv = ["--input", "abfs://c/x", "--azure-sas-token", SAS, f"--azure_account_key={KEY}",
+            "--Azure-Connection-String", CONN, "--append-eod"]
+    clean, secrets = r.split_secret_flags(argv)
+    assert clean == ["--input", "abfs://c/x", "--append-eod"]
+    assert secrets == {"azure_sas_token": SAS, "azure_account_key": KEY,
+                       "azure_connection_string": CONN}
+    assert KEY not in r.redact(f"the key {KEY} in a sentence")
+
+
+def test_split_secret_flags_needs_a_value():
+    import pytest
+
+    from dataio.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--azure-sas-token needs a value"):
+        r.split_secret_flags(["--input", "x", "--azure-sas-token"])
+
+
+def test_split_and_redact_argv_know_the_same_flags():
+    flags = [f"--{name}" for name in sorted(r.SECRET_NAMES)]
+    flags += [f.replace("_", "-") for f in flags]
+    for flag in flags:
+        assert r.secret_flag(flag) is not None and r.secret_flag(f"{flag}=v") is not None
+        argv = [flag, "value-of-the-secret", "--keep", "x"]
+        clean, secrets = r.split_secret_flags(argv)
+        assert clean == ["--keep", "x"] and list(secrets.values()) == ["value-of-the-secret"]
+        assert r.redact_argv(argv) == [flag, "REDACTED", "--keep", "x"]
+    for plain in ("--input", "--json-keys", "-azure-sas-token", "azure_sas_token",
+                  "--tokenizer-model"):
+        assert r.secret_flag(plain) is None

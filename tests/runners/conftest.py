@@ -16,8 +16,8 @@ import pytest
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
-from runners.flink_cluster import LocalFlink
-from runners.local_slurm import LocalSlurm, missing_binaries
+from tests.clusters.local_flink import LocalFlink
+from tests.clusters.local_slurm import LocalSlurm, missing_binaries
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Helpers shared by the runner tests (imported by name: tests/ has no packages)."""
+"""Helpers shared by the runner tests (imported by name: tests/runners is no package; the
+clusters they start are in tests/clusters)."""
 
 from __future__ import annotations
 

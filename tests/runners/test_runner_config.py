@@ -141,3 +141,24 @@ def test_secrets_are_dropped_or_masked_with_a_warning():
 def test_plain_arguments_pass_untouched():
     args = ["--input", "/data/a b/*.jsonl", "--json-keys", "text", "--append-eod"]
     assert rc.split_secrets(args) == (args, [])
+
+
+def test_file_paths_are_taken_from_the_file_folder_and_flags_from_the_shell(tmp_path):
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    path = folder / "c.yaml"
+    path.write_text("kind: flink_slurm\npython_env: ../env\nlog_dir: logs\n")
+    cfg = rc.load(str(path), {"cache_dir": "cache"}, base_dir=str(tmp_path / "shell"))
+    assert cfg["python_env"] == str(tmp_path / "env")            # the file's value
+    assert cfg["log_dir"] == str(folder / "logs")
+    assert cfg["cache_dir"] == str(tmp_path / "shell" / "cache")  # the command line's
+
+
+def test_shipped_configs_name_the_checkout_venv_and_cache_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = rc.load(os.path.join(ROOT, "runners/flink_slurm.yaml"), kind="flink_slurm")
+    assert cfg["python_env"] == os.path.join(ROOT, ".venv")
+    assert cfg["cache_dir"] == os.path.join(ROOT, ".cache")
+    for name in ("flink.yaml", "spark.yaml", "spark_hdinsight.yaml", "spark_synapse.yaml"):
+        assert rc.load(os.path.join(ROOT, "runners", name))["cache_dir"] == \
+            os.path.join(ROOT, ".cache"), name

@@ -166,3 +166,48 @@ def test_submit_without_sbatch_fails_clearly(tmp_path):
     out = _launcher(tmp_path, "--", "--input", "x", env=env)
     assert out.returncode == 1
     assert "sbatch not found" in out.stderr
+
+
+def _settings_values(text: str, cwd) -> list[str]:
+    probe = _settings(text) + 'printf "%s\\0" "$LOG_ROOT" "$PYTHON_ENV" "$FLINK_HOME"\n'
+    got = subprocess.run(["bash", "-c", probe], capture_output=True, cwd=cwd)
+    assert got.returncode == 0, got.stderr
+    return got.stdout.decode().split("\0")[:-1]
+
+
+def test_shipped_config_renders_the_same_paths_from_any_folder(tmp_path, monkeypatch):
+    """Relative paths in a config file are the file's folder's, not the shell's."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seen = []
+    for folder in (ROOT, elsewhere):
+        monkeypatch.chdir(folder)
+        cfg = rc.load(os.path.join(ROOT, "runners/flink_slurm.yaml"), kind="flink_slurm")
+        text = slurm.render_script(cfg, flink_home="/opt/flink", job_server_jar="/opt/js.jar",
+                                   pipeline_args=["--input", "x"], workdir="/work")
+        seen.append((cfg["cache_dir"], _settings_values(text, tmp_path)))
+    assert seen[0] == seen[1]
+    assert seen[0] == (os.path.join(ROOT, ".cache"), [
+        os.path.join(ROOT, "slurm-logs"), os.path.join(ROOT, ".venv"), "/opt/flink"])
+
+
+def test_launcher_from_another_folder_finds_the_checkout_venv_and_cache(tmp_path):
+    """The real command, run outside the checkout with no path flag but --log-dir: Flink and
+    the jar come from the checkout's .cache, the interpreter from its .venv."""
+    if not os.path.exists(os.path.join(ROOT, ".venv", "bin", "python")):
+        pytest.skip("no .venv in the checkout (scripts/setup.sh makes it)")
+    try:
+        home, _ = rc.resolve_flink({"cache_dir": os.path.join(ROOT, ".cache")})
+        jar = rc.resolve_job_server_jar({"cache_dir": os.path.join(ROOT, ".cache")})
+    except rc.ConfigError as exc:
+        pytest.skip(f"Flink or the job-server jar not provisioned: {exc}")
+    cmd = [PYTHON, "-m", "runners.slurm", "submit", "--config",
+           os.path.join(ROOT, "runners/flink_slurm.yaml"), "--log-dir", str(tmp_path / "logs"),
+           "--no-submit", "--", "--input", "x", "--output", "out"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    script = out.stdout.splitlines()[0].removeprefix("wrote ")
+    text = open(script, encoding="utf-8").read()
+    assert _settings_values(text, tmp_path) == [str(tmp_path / "logs"),
+                                                os.path.join(ROOT, ".venv"), home]
+    assert f"JOB_SERVER_JAR={shlex.quote(jar)}" in text

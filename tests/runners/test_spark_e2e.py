@@ -16,7 +16,8 @@ import uuid
 import pytest
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
-from runners import local_spark
+from runners.flink_cluster import free_port
+from tests.clusters import local_spark
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -206,7 +207,7 @@ def test_synapse_batch_through_a_standin_with_a_bearer_token(spark_cluster, dire
     bin_dir.mkdir()
     (bin_dir / "az").write_text(FAKE_AZ % token)
     (bin_dir / "az").chmod(0o755)
-    port, log = local_spark.free_port(), tmp_path / "requests.jsonl"
+    port, log = free_port(), tmp_path / "requests.jsonl"
     standin = spark_cluster.popen([PYTHON, os.path.join(ROOT, "tests/runners/synapse_standin.py"),
                                    str(port), spark_cluster.livy_url, token, str(log)])
     try:

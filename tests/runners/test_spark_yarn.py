@@ -19,7 +19,8 @@ import yarn_minicluster
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
-from runners import local_spark, spark
+from runners import spark
+from tests.clusters import local_spark
 
 
 @pytest.fixture(scope="module")

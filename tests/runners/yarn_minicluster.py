@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 
-from runners.local_spark import JAVA17_OPENS, Netns
+from tests.clusters.local_spark import JAVA17_OPENS, Netns
 
 LAUNCHER = "YarnMiniCluster"
 

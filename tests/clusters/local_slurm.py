@@ -1,4 +1,5 @@
-"""A throw-away SLURM cluster on this host, for tests, benchmarks and trying the launcher.
+"""A throw-away SLURM cluster on this host, for tests, benchmarks and trying the launcher
+(not shipped).
 
 ``LocalSlurm(workdir, nodes=2).start()`` runs munged, slurmctld and one slurmd per virtual node
 (``node1..nodeN``) as child processes in the foreground, every file under ``workdir``, every
@@ -18,7 +19,8 @@ import subprocess
 import time
 from contextlib import closing
 
-from runners.flink_cluster import stop_processes
+from runners.flink_cluster import free_port
+from tests.clusters.local_flink import stop_processes
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "scancel")
 
@@ -26,12 +28,6 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontro
 def missing_binaries() -> list[str]:
     """Names of the SLURM/munge programs not on PATH (empty when the cluster can start)."""
     return [name for name in DAEMONS if shutil.which(name) is None]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with closing(socket.socket()) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def free_port_range(count: int, host: str = "127.0.0.1", attempts: int = 50) -> int:

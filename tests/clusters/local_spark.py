@@ -1,5 +1,6 @@
 """A Spark standalone cluster (master + one worker) and an Apache Livy server on this machine,
-for the tests and the benchmark of runners/spark.py (like runners/local_slurm.py for SLURM).
+for the tests and the benchmark of runners/spark.py (like tests/clusters/local_slurm.py for SLURM;
+not shipped).
 
 Everything comes from what ``scripts/setup.sh --test`` provisioned (Spark 3.5 from the
 ``pyspark`` wheel, Livy 0.7.1-incubating's jars from Maven Central) and binds 127.0.0.1 on
@@ -9,7 +10,7 @@ runs inside a private network namespace that has only loopback (``ip netns``, ne
 clients that must reach it (the launcher, spark-submit) run there too through :meth:`run` /
 :meth:`popen`. Every process is a child started in its own process group and stopped by PID.
 
-    python -m runners.local_spark --workdir /tmp/spark [--netns tbspark] [--no-livy]
+    python -m tests.clusters.local_spark --workdir /tmp/spark [--netns tbspark] [--no-livy]
 
 starts one and keeps it up until Ctrl-C, printing its addresses.
 """
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 
-from runners.flink_cluster import free_port  # noqa: F401 - also used by the tests
+from runners.flink_cluster import free_port
 
 # What Spark 3.5 itself passes to its JVMs on Java 17 (Livy's JVM needs the same).
 JAVA17_OPENS = " ".join(f"--add-opens=java.base/{p}=ALL-UNNAMED" for p in (
@@ -240,7 +241,7 @@ class LocalSpark:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m runners.local_spark", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m tests.clusters.local_spark", description=__doc__)
     p.add_argument("--workdir", required=True)
     p.add_argument("--cache-dir", default=".cache")
     p.add_argument("--netns", default=None)
