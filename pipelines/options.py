@@ -234,8 +234,9 @@ def _workers(value: str):
 
 
 class AzureFlags:
-    """Azure Blob credentials (see the dataio.azure package). The secret flags are taken out of argv by
-    ``dataio.azure.prepare_argv`` before Beam parses it; they are declared here for --help."""
+    """Azure Blob credentials (see the dataio.azure package). The secret flags are taken out of
+    argv by ``dataio.azure.prepare_argv`` before Beam parses it; they are declared here for
+    --help."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
