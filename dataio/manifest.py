@@ -1,9 +1,12 @@
-"""The commit protocol's records, without Beam: what the planner reads to skip shards, and what
-the sink (dataio/sink.py, the protocol itself) writes.
+"""An output's records, without Beam: the commit protocol's records (what the planner reads to
+skip shards, and what the sink, dataio/sink.py, writes) and ``metadata.json``.
 
 A shard is committed exactly when ``{output}/_commits/{shard}.json`` exists and names files of
 the recorded sizes; ``{output}/_failures/{shard}.json`` records why a shard failed; bad records
 go to ``{output}/_errors/{stem}.jsonl``; a run's parts live under ``_temporary/{run id}/``.
+``{output}/metadata.json`` is written last, from the commit records (:func:`write_metadata`).
+What a shard became (:class:`ShardResult`) is read back from those records by
+:func:`shard_result` where the pipeline's own output does not reach the driver.
 """
 
 from __future__ import annotations
@@ -13,39 +16,34 @@ import json
 import os
 
 from dataio import fs as fsutil
+from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 
 COMMITS_DIR = "_commits"
 FAILURES_DIR = "_failures"
 ERRORS_DIR = "_errors"
+METADATA_FILE = "metadata.json"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class PartInfo:
-    order: tuple[int, int]
+    """A part the sink wrote: where it is and where it goes in its shard."""
+
+    order: tuple[int, int]  # (work item, batch): the part's place in input order
     prefix: str
-    documents: int
-    sequences: int
-    tokens: int
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardCounts:
-    documents: int = 0
-    sequences: int = 0
-    tokens: int = 0
-    num_bytes: int = 0
-
-    def __add__(self, other: "ShardCounts") -> "ShardCounts":
-        return ShardCounts(self.documents + other.documents, self.sequences + other.sequences,
-                           self.tokens + other.tokens, self.num_bytes + other.num_bytes)
+    counts: Counts
 
 
 @dataclasses.dataclass(frozen=True)
 class ShardResult:
+    """What became of a shard this run had to write: committed as ``name`` with ``counts``
+    from ``input_bytes`` of input, or ``failed`` with the reason."""
+
     shard: str
     name: str | None
-    counts: ShardCounts
+    counts: Counts
+    _: dataclasses.KW_ONLY
+    input_bytes: int = 0
     failed: str | None = None
 
 
@@ -118,3 +116,66 @@ def what_changed(before: dict | None, now: dict | None) -> str:
     if not changed and before.get("format") != now.get("format"):
         changed.append("tokenbeam's output format changed")
     return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"
+
+
+def shard_result(output: str, shard: str, fingerprint: str) -> ShardResult:
+    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed)."""
+    record = read_commit_record(output, shard)
+    failure = None
+    if fsutil.exists(failure_record_path(output, shard)):
+        failure = json.loads(fsutil.read_bytes(failure_record_path(output, shard)))
+    if failure is not None or record is None or record.get("fingerprint") != fingerprint:
+        reason = failure["reason"] if failure else "no commit record after the run"
+        return ShardResult(shard, None, Counts(), failed=reason)
+    return ShardResult(shard, record["name"], Counts(record["documents"], record["sequences"],
+                                                     record["tokens"]),
+                       input_bytes=record.get("input_bytes", 0))
+
+
+def errors_path(output: str, stem: str) -> str:
+    """The bad records of one input (``stem``): one JSON line each."""
+    return fsutil.join(output, ERRORS_DIR, stem + ".jsonl")
+
+
+def count_bad_records(output: str, stems) -> int:
+    """The bad records the error files of ``stems`` hold (where the runner reports no
+    metrics: the summary's fallback)."""
+    total = 0
+    for stem in stems:
+        path = errors_path(output, stem)
+        if fsutil.exists(path):
+            total += fsutil.read_bytes(path).count(b"\n")
+    return total
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardEntry:
+    """One planned shard as metadata.json lists it."""
+
+    shard: str
+    input: str  # the input's path, as recorded (resolved, secrets stripped)
+    key: str
+    status: str  # written, failed, skipped or missing
+
+
+def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: dict) -> dict:
+    """``{output}/metadata.json``, written atomically: ``head`` (tokenizer, dtype, ...), the
+    shards with the counts their commit records hold, the totals of those committed, then
+    ``tail`` (options, run id, times). Returns what it wrote."""
+    listed = []
+    for entry in shards:
+        record = read_commit_record(output, entry.shard) or {}
+        listed.append({"shard": entry.shard, "input": entry.input, "key": entry.key,
+                       "name": record.get("name"), "documents": record.get("documents"),
+                       "sequences": record.get("sequences"), "tokens": record.get("tokens"),
+                       "status": entry.status})
+    committed = [x for x in listed if x["name"]]
+    meta = {**head, "shards": listed,
+            "totals": {"shards": len(committed),
+                       "documents": sum(x["documents"] for x in committed),
+                       "sequences": sum(x["sequences"] for x in committed),
+                       "tokens": sum(x["tokens"] for x in committed)},
+            **tail}
+    fsutil.write_bytes_atomic(fsutil.join(output, METADATA_FILE),
+                              json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
+    return meta
