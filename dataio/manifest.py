@@ -132,6 +132,19 @@ def shard_result(output: str, shard: str, fingerprint: str) -> ShardResult:
                        input_bytes=record.get("input_bytes", 0))
 
 
+def encode_result(result: ShardResult) -> str:
+    """A ShardResult as one short string (the sink reports each through a Beam metric)."""
+    c = result.counts
+    return json.dumps([result.shard, result.name, c.documents, c.sequences, c.tokens,
+                       result.input_bytes, result.failed], separators=(",", ":"))
+
+
+def decode_result(text: str) -> ShardResult:
+    shard, name, documents, sequences, tokens, input_bytes, failed = json.loads(text)
+    return ShardResult(shard, name, Counts(documents, sequences, tokens),
+                       input_bytes=input_bytes, failed=failed)
+
+
 def errors_path(output: str, stem: str) -> str:
     """The bad records of one input (``stem``): one JSON line each."""
     return fsutil.join(output, ERRORS_DIR, stem + ".jsonl")
@@ -156,19 +169,25 @@ class ShardEntry:
     input: str  # the input's path, as recorded (resolved, secrets stripped)
     key: str
     status: str  # written, failed, skipped or missing
+    # what this run committed, when the pipeline said so (its commit record is not read again)
+    result: ShardResult | None = None
+
+    def committed(self, output: str) -> dict:
+        """Name and counts of the shard as committed (None each when it is not)."""
+        if self.result is not None and self.result.failed is None:
+            c = self.result.counts
+            return {"name": self.result.name, "documents": c.documents,
+                    "sequences": c.sequences, "tokens": c.tokens}
+        record = read_commit_record(output, self.shard) or {}
+        return {k: record.get(k) for k in ("name", "documents", "sequences", "tokens")}
 
 
 def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: dict) -> dict:
     """``{output}/metadata.json``, written atomically: ``head`` (tokenizer, dtype, ...), the
     shards with the counts their commit records hold, the totals of those committed, then
     ``tail`` (options, run id, times). Returns what it wrote."""
-    listed = []
-    for entry in shards:
-        record = read_commit_record(output, entry.shard) or {}
-        listed.append({"shard": entry.shard, "input": entry.input, "key": entry.key,
-                       "name": record.get("name"), "documents": record.get("documents"),
-                       "sequences": record.get("sequences"), "tokens": record.get("tokens"),
-                       "status": entry.status})
+    listed = [{"shard": entry.shard, "input": entry.input, "key": entry.key,
+               **entry.committed(output), "status": entry.status} for entry in shards]
     committed = [x for x in listed if x["name"]]
     meta = {**head, "shards": listed,
             "totals": {"shards": len(committed),

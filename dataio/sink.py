@@ -24,7 +24,8 @@ Protocol (the same on local disk and object stores):
 What was committed flows back through the pipeline: WriteShards returns a ShardResult per
 planned shard, and the figures of a run are Beam counters (namespace :data:`METRICS`: parts,
 shards_committed, shards_failed, documents, sequences, tokens, input_bytes of committed shards;
-bad_records written by WriteErrors), which the driver reads from the runner's result.
+bad_records written by WriteErrors) and every ShardResult (a string set), which the driver reads
+from the runner's result.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from dataio.lock import TEMPORARY_DIR
 # The records, Beam-free for the planner (dataio/manifest.py), are the sink's public names too
 # (bench/fault_injection.py and the tests use them here).
 from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, ShardResult,
-                             commit_record_path, errors_path, failure_record_path,
-                             is_committed, read_commit_record, temporary_dir)
+                             commit_record_path, encode_result, errors_path,
+                             failure_record_path, is_committed, read_commit_record,
+                             temporary_dir)
 
 __all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "METRICS", "ShardResult", "PartInfo",
            "COMMITS_DIR", "ERRORS_DIR", "FAILURES_DIR", "TEMPORARY_DIR", "commit_record_path",
@@ -64,6 +66,10 @@ SEQUENCES = _metric(METRICS, "sequences")
 TOKENS = _metric(METRICS, "tokens")
 INPUT_BYTES = _metric(METRICS, "input_bytes")
 BAD_RECORDS = _metric(METRICS, "bad_records")
+# Every ShardResult, encoded (dataio/manifest.py encode_result): what the driver learns was
+# committed. A string set holds 1 MB at most, so the driver trusts it only when it names every
+# shard it planned.
+SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
 class SumCountsFn(beam.CombineFn):
@@ -140,7 +146,9 @@ class _FinalizeShardFn(beam.DoFn):
                                       json.dumps(record, indent=1).encode())
             fsutil.remove_tree(parts_dir)
             SHARDS_FAILED.inc()
-            yield ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
+            result = ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
+            SHARD_RESULTS.add(encode_result(result))
+            yield result
             return
         name = naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
         final = fsutil.join(self._output, name)
@@ -167,7 +175,9 @@ class _FinalizeShardFn(beam.DoFn):
         SEQUENCES.inc(counts.sequences)
         TOKENS.inc(counts.tokens)
         INPUT_BYTES.inc(input_bytes)
-        yield ShardResult(shard, name, counts, input_bytes=input_bytes)
+        result = ShardResult(shard, name, counts, input_bytes=input_bytes)
+        SHARD_RESULTS.add(encode_result(result))
+        yield result
 
     def _merge(self, parts: Iterable[PartInfo], final: str, counts: Counts) -> None:
         parts = list(parts)

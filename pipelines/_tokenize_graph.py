@@ -4,7 +4,8 @@ the data flow.
 
 The planned job (pipelines/_tokenize_plan.py) is carried in whole: the settings record, the
 shards' names and fingerprints; nothing here decides them again. What the run did comes back
-through the runner's result (:func:`figures`), the sink's Beam counters.
+through the runner's result: the sink's Beam counters (:func:`figures`) and the shards it
+committed (:func:`shard_results`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, sink
+from dataio import errors, manifest, sink
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
 from transforms import documents as docs
@@ -78,6 +79,20 @@ def figures(result) -> dict[str, int] | None:
         name = counter.key.metric.name
         values[name] = values.get(name, 0) + int(counter.committed)
     return values or None
+
+
+def shard_results(result) -> dict[str, manifest.ShardResult] | None:
+    """shard -> ShardResult as the sink reported them (dataio/sink.py SHARD_RESULTS), from a
+    finished pipeline's result; None when the runner reports none."""
+    try:
+        sets = result.metrics().query(MetricsFilter().with_namespace(sink.METRICS).with_name(
+            "shard_results"))["string_sets"]
+    except Exception:  # noqa: BLE001 - a runner without metrics support: the records say it
+        return None
+    if not sets or any(s.committed is None for s in sets):
+        return None
+    found = [manifest.decode_result(text) for s in sets for text in s.committed]
+    return {r.shard: r for r in found}
 
 
 class _FinishFn(beam.DoFn):

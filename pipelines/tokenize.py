@@ -40,8 +40,8 @@ from dataio import fs as fsutil
 from dataio import lock as output_lock
 from dataio.redact import install_logging_filter, redact_argv
 from pipelines import options as opts
-from pipelines._tokenize_plan import (Job, announce_skips, local_workers, plan, preflight,
-                                      print_plan, redact)
+from pipelines._tokenize_plan import (Job, ShardPlan, announce_skips, local_workers, plan,
+                                      preflight, print_plan, redact)
 
 
 def __getattr__(name: str):
@@ -130,11 +130,19 @@ def _versions(job: Job) -> dict:
             job.tokenizer["backend_library"]: job.tokenizer["backend_version"]}
 
 
-def write_metadata(job: Job, *, argv, started: str, finished: str, results: dict) -> dict:
-    """metadata.json (dataio/manifest.py) of the job; ``results``: shard -> written | failed."""
+def write_metadata(job: Job, *, argv, started: str, finished: str,
+                   results: list[manifest.ShardResult]) -> dict:
+    """metadata.json (dataio/manifest.py) of the job; ``results``: of the shards this run
+    wrote (the others are listed from their commit records)."""
+    of_shard = {r.shard: r for r in results}
+
+    def status(s: ShardPlan) -> str:
+        r = of_shard.get(s.shard)
+        return ("failed" if r.failed else "written") if r else "skipped" if s.skip else "missing"
+
     entries = [manifest.ShardEntry(
         shard=s.shard, input=redact(fsutil.resolved(s.input.path, job.folder)), key=s.key,
-        status=results.get(s.shard, "skipped" if s.skip else "missing")) for s in job.shards]
+        status=status(s), result=of_shard.get(s.shard)) for s in job.shards]
     head = {"tokenizer": job.tokenizer, "dtype": job.dtype.name, "level": job.config.level,
             "versions": _versions(job),
             # paths resolved from the driver's folder (this may run on a Spark worker)
@@ -170,21 +178,25 @@ def _summary(job: Job, results: list, *, seconds: float, figures: Figures, out=N
 
 
 
-def collect_results(job: Job) -> list[manifest.ShardResult]:
-    """What became of each shard this run had to write, from the commit and failure records
-    (the same code whatever the runner: its driver may not be this process)."""
+def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None = None
+                    ) -> list[manifest.ShardResult]:
+    """What became of each shard this run had to write: as the pipeline ``reported`` them
+    (pipelines/_tokenize_graph.py shard_results) when that names every one, else from the commit
+    and failure records (runners whose driver is not this process, or that report no metrics)."""
+    if reported is not None and all(s.shard in reported for s in job.to_process):
+        return [reported[s.shard] for s in job.to_process]
     return [manifest.shard_result(job.output, s.shard, s.fingerprint) for s in job.to_process]
 
 
-def finish(job: Job, argv, *, started: str) -> list[manifest.ShardResult]:
+def finish(job: Job, argv, *, started: str,
+           reported: dict[str, manifest.ShardResult] | None = None) -> list[manifest.ShardResult]:
     """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
-    returns the shard results."""
-    results = collect_results(job)
+    returns the shard results (``reported``: by the pipeline, see :func:`collect_results`)."""
+    results = collect_results(job, reported)
     if job.run_id:
         fsutil.remove_tree(manifest.temporary_dir(job.output, job.run_id))
     _remove_if_empty(manifest.temporary_dir(job.output))
-    status = {r.shard: ("failed" if r.failed else "written") for r in results}
-    write_metadata(job, argv=argv, started=started, finished=_now(), results=status)
+    write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
     return results
 
 
@@ -202,7 +214,7 @@ def execute(job: Job, argv, *, storage=None) -> int:
     """Run the job to completion; returns the exit status."""
     started, t0 = _now(), time.monotonic()
     announce_skips(job)
-    counters = None
+    counters = reported = None
     if job.to_process:
         prepare_output(job)
         workers.mark_driver()  # local workers die with this process (dataio/workers.py)
@@ -217,7 +229,8 @@ def execute(job: Job, argv, *, storage=None) -> int:
         with beam.Pipeline(options=options) as pipeline:
             _tokenize_graph.build(pipeline, job, storage=storage)
         counters = _tokenize_graph.figures(pipeline.result)
-    results = finish(job, argv, started=started)
+        reported = _tokenize_graph.shard_results(pipeline.result)
+    results = finish(job, argv, started=started, reported=reported)
     return report(job, results, seconds=time.monotonic() - t0,
                   figures=counted_figures(job, results, counters))
 

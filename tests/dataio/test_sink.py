@@ -98,6 +98,12 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
     assert _tokenize_graph.figures(p.result) == {
         "parts": 4, "shards_committed": 3, "documents": 6, "sequences": 7, "tokens": 11,
         "input_bytes": 38}
+    reported = _tokenize_graph.shard_results(p.result)
+    assert reported == {a: sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
+                                            input_bytes=28),
+                        b: sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
+                        c: sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1",
+                                            Counts(1, 1, 1), input_bytes=10)}
 
 
 def test_write_shards_failed_input_gets_a_failure_record_and_unplanned_shards_nothing(
@@ -354,6 +360,17 @@ def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
     for fn in (sink._WritePartFn(str(tmp_path), "uint16"),
                sink._FinalizeShardFn(str(tmp_path), "uint16"), sink._WriteErrorsFn(str(tmp_path))):
         fn.setup()
+
+
+def test_a_shard_result_travels_as_one_string_and_back():
+    from dataio import manifest
+
+    for result in (sink.ShardResult("holdout/a_text_document",
+                                    "holdout/a_text_document_dc=1_sc=2_tc=3", Counts(1, 2, 3),
+                                    input_bytes=40),
+                   sink.ShardResult("b_text_document", None, Counts(),
+                                    failed="b.jsonl.gz: corrupt")):
+        assert manifest.decode_result(manifest.encode_result(result)) == result
 
 
 def test_the_commit_record_keeps_the_resume_key_and_says_what_changed(tmp_path):

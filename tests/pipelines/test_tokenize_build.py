@@ -118,3 +118,26 @@ def test_the_summary_takes_the_counters_else_the_commit_records(job, make_pipeli
     assert tokenize.counted_figures(job, results, {**counters, "shards_committed": 1,
                                                    "documents": 99}) == recorded
     assert tokenize.counted_figures(job, results, {**counters, "documents": 99}).documents == 99
+
+
+def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(job,
+                                                                             make_pipeline):
+    from pipelines import _tokenize_graph
+
+    job, argv = job
+    with make_pipeline() as p:
+        tokenize.build(p, job)
+    reported = _tokenize_graph.shard_results(p.result)
+    from_records = tokenize.collect_results(job)
+    assert sorted(reported) == [s.shard for s in job.to_process]
+    assert tokenize.collect_results(job, reported) == from_records
+    # metadata.json is the same whichever told the driver what was committed
+    by_pipeline = tokenize.finish(job, argv, started="t0", reported=reported)
+    meta = json.loads(open(os.path.join(job.output, "metadata.json")).read())
+    assert tokenize.finish(job, argv, started="t0") == by_pipeline
+    again = json.loads(open(os.path.join(job.output, "metadata.json")).read())
+    assert {**meta, "finished": None} == {**again, "finished": None}
+    assert [s["status"] for s in meta["shards"]] == ["written", "written"]
+    # a report that misses a shard (a string set is capped at 1 MB) is not trusted
+    partial = dict(list(reported.items())[:1])
+    assert tokenize.collect_results(job, partial) == from_records
