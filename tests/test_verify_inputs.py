@@ -14,7 +14,8 @@ import pytest
 
 from megatron_reference import read_pair
 from dataio import fs as fsutil
-from pipelines import tokenize
+from dataio import readers
+from pipelines import _tokenize_plan as planner
 from test_tokenize import committed, run_job
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
@@ -82,9 +83,6 @@ def test_without_verification_the_edit_goes_unnoticed(corpus_dir, hf_tokenizer, 
 
 def test_fingerprint_without_a_hash_is_unchanged():
     # --no-verify-inputs keeps the key of earlier versions: outputs committed then still skip.
-    from dataio import readers
-    from pipelines import _tokenize_plan as planner
-
     f = readers.InputFile("/data/x.jsonl", 10, "mtime:1.5")
     tok = {"files": [{"sha256": "ab"}], "kind": "HF", "eod_id": 0, "add_special_tokens": False}
     plain = planner._fingerprint(f, tok, {"keys": ["text"]})
