@@ -213,7 +213,7 @@ _FAKE_COMMITS = r"""
 import json, os, sys
 from pipelines import tokenize
 from dataio import fs as fsutil
-from dataio import commits
+from dataio import manifest as commits
 argv, options, storage = tokenize.setup(json.loads(sys.argv[1]))
 job = tokenize.plan(options, checked=True)
 for s in job.shards:  # what a finished run leaves: record + files of the recorded sizes
@@ -235,9 +235,10 @@ def fake_commits(corpus: str, output: str, tok: str) -> None:
     os.makedirs(output, exist_ok=True)
     code = _FAKE_COMMITS
     try:
-        import dataio.commits  # noqa: F401
+        import dataio.manifest  # noqa: F401
     except ImportError:  # before the records moved out of dataio/sink.py
-        code = code.replace("from dataio import commits", "from dataio import sink as commits")
+        code = code.replace("from dataio import manifest as commits",
+                            "from dataio import sink as commits")
     subprocess.run([sys.executable, "-c", code, json.dumps(tokenize_argv(corpus, output, tok))],
                    capture_output=True, text=True, cwd=ROOT, check=True)
 
@@ -367,9 +368,8 @@ def measure_commit(output: str, np, shards: int = 20) -> dict:
         prefix = f"{sink.temporary_dir(output, 'bench')}/{shard}/part-00000"
         docs = [np.arange(200, dtype=np.uint16) for _ in range(50)]
         indexed.write_documents(prefix, docs, dtype=np.uint16)
-        part = sink.PartInfo(order=(0, 0), prefix=prefix, documents=50, sequences=50,
-                             tokens=10000)
-        counts = sink.ShardCounts(50, 50, 10000, 40000)
+        part = sink.PartInfo(order=(0, 0), prefix=prefix, counts=indexed.Counts(50, 50, 10000))
+        counts = (indexed.Counts(50, 50, 10000), 40000)  # and the input bytes
         element = (shard, {"planned": ["fp"], "parts": [part], "counts": [counts],
                            "failed": []})
         t = time.perf_counter()

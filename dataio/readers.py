@@ -76,7 +76,7 @@ class InputFile:
         return file_format(self.path)
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkItem:
     """One unit of reading: a byte range of a JSONL file, a whole compressed file, or a list
     of Parquet row groups. ``index`` orders the items of one file."""
@@ -325,23 +325,24 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> l
     groups_of = _parquet_row_groups_of([f for f in files if f.format == "parquet" and not f.error])
     items = []
     for f in files:
+        of_file = {"path": f.path, "stem": f.stem, "format": f.format}
         if f.error:
-            items.append(WorkItem(f.path, f.stem, f.format, 0, error=f.error))
+            items.append(WorkItem(**of_file, index=0, error=f.error))
         elif f.format == "jsonl" and f.size > split_bytes:
             for k, start in enumerate(range(0, f.size, split_bytes)):
-                items.append(WorkItem(f.path, f.stem, f.format, k, start,
-                                      min(start + split_bytes, f.size)))
+                items.append(WorkItem(**of_file, index=k, start=start,
+                                      end=min(start + split_bytes, f.size)))
         elif f.format == "parquet":
             groups = groups_of[f]
             if isinstance(groups, CorruptFileError):  # e.g. a short file: no footer to plan with
-                items.append(WorkItem(f.path, f.stem, f.format, 0, error=str(groups)))
+                items.append(WorkItem(**of_file, index=0, error=str(groups)))
                 continue
             per_item = 8  # row groups per item: enough parallelism, few items per file
             chunks = [tuple(groups[i:i + per_item]) for i in range(0, len(groups), per_item)] or [()]
             for k, chunk in enumerate(chunks):
-                items.append(WorkItem(f.path, f.stem, f.format, k, row_groups=chunk))
+                items.append(WorkItem(**of_file, index=k, row_groups=chunk))
         else:
-            items.append(WorkItem(f.path, f.stem, f.format, 0))
+            items.append(WorkItem(**of_file, index=0))
     return items
 
 

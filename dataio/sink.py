@@ -7,7 +7,8 @@ Protocol (the same on local disk and object stores):
    so a retried bundle overwrites its own parts (each part is itself written temp-then-rename);
    the run id keeps one run's parts apart from any other's (a run removes only its own; the
    leftovers of dead runs only once the output's lock, dataio/lock.py, proves no run is alive).
-2. Counts (documents, sequences, tokens, bytes) are combined per shard by a CombineFn.
+2. Counts (documents, sequences, tokens; and the input bytes they came from) are combined per
+   shard by a CombineFn.
 3. Parts are grouped per shard together with the planned shard list (so a shard with no
    documents is still committed, empty) and any read failure of its input.
 4. FinalizeShard concatenates the parts in input order into the final name (the writer renames
@@ -19,6 +20,12 @@ Protocol (the same on local disk and object stores):
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
    has ended commits nothing more (dataio/workers.py).
 5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files.
+
+What was committed flows back through the pipeline: WriteShards returns a ShardResult per
+planned shard, and the figures of a run are Beam counters (namespace :data:`METRICS`: parts,
+shards_committed, shards_failed, documents, sequences, tokens, input_bytes of committed shards;
+bad_records written by WriteErrors) and every ShardResult (a string set), which the driver reads
+from the runner's result.
 """
 
 from __future__ import annotations
@@ -35,27 +42,50 @@ import numpy as np
 from dataio import faults
 from dataio import fs as fsutil
 from dataio import indexed, naming, workers
-# The records, Beam-free for the planner (dataio/commits.py), are the sink's public names too.
-from dataio.commits import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo,  # noqa: F401
-                            ShardCounts, ShardResult, commit_record_path, failure_record_path,
-                            is_committed, read_commit_record, temporary_dir)
-from dataio.lock import TEMPORARY_DIR  # noqa: F401 (bench/fault_injection.py imports it here)
+from dataio.indexed import Counts
+from dataio.lock import TEMPORARY_DIR
+# The records, Beam-free for the planner (dataio/manifest.py), are the sink's public names too
+# (bench/fault_injection.py and the tests use them here).
+from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, ShardResult,
+                             commit_record_path, encode_result, errors_path,
+                             failure_record_path, is_committed, read_commit_record,
+                             temporary_dir)
+
+__all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "METRICS", "ShardResult", "PartInfo",
+           "COMMITS_DIR", "ERRORS_DIR", "FAILURES_DIR", "TEMPORARY_DIR", "commit_record_path",
+           "errors_path", "failure_record_path", "is_committed", "read_commit_record",
+           "temporary_dir"]
+
+METRICS = "tokenbeam"  # the namespace of the sink's counters
+_metric = beam.metrics.Metrics.counter
+PARTS = _metric(METRICS, "parts")
+SHARDS_COMMITTED = _metric(METRICS, "shards_committed")
+SHARDS_FAILED = _metric(METRICS, "shards_failed")
+DOCUMENTS = _metric(METRICS, "documents")
+SEQUENCES = _metric(METRICS, "sequences")
+TOKENS = _metric(METRICS, "tokens")
+INPUT_BYTES = _metric(METRICS, "input_bytes")
+BAD_RECORDS = _metric(METRICS, "bad_records")
+# Every ShardResult, encoded (dataio/manifest.py encode_result): what the driver learns was
+# committed. A string set holds 1 MB at most, so the driver trusts it only when it names every
+# shard it planned.
+SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
 class SumCountsFn(beam.CombineFn):
-    """Documents, sequences, tokens and input bytes of a shard; the accumulator is 4 ints."""
+    """(Counts, input bytes) of a shard's parts, summed; the accumulator is that pair."""
 
     def create_accumulator(self):
-        return ShardCounts()
+        return Counts(), 0
 
     def add_input(self, acc, counts):
-        return acc + counts
+        return acc[0] + counts[0], acc[1] + counts[1]
 
     def merge_accumulators(self, accs):
-        total = ShardCounts()
-        for a in accs:
-            total = total + a
-        return total
+        total, num_bytes = Counts(), 0
+        for counts, more in accs:
+            total, num_bytes = total + counts, num_bytes + more
+        return total, num_bytes
 
     def extract_output(self, acc):
         return acc
@@ -83,10 +113,10 @@ class _WritePartFn(beam.DoFn):
         with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
             writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
         faults.checkpoint("sink.part_written")
-        counts = ShardCounts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size),
-                             tb.num_bytes)
-        yield tb.shard, (PartInfo(tb.order, prefix, counts.documents, counts.sequences,
-                                  counts.tokens), counts)
+        PARTS.inc()
+        counts = Counts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size))
+        yield tb.shard, (PartInfo(order=tb.order, prefix=prefix, counts=counts),
+                         (counts, tb.num_bytes))
 
 
 class _FinalizeShardFn(beam.DoFn):
@@ -106,7 +136,7 @@ class _FinalizeShardFn(beam.DoFn):
         # (fingerprint, what it hashes), or the fingerprint alone
         fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
         parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
-        counts = next(iter(grouped["counts"]), ShardCounts())
+        counts, input_bytes = next(iter(grouped["counts"]), (Counts(), 0))
         failures = list(grouped["failed"])
         parts_dir = fsutil.join(self._temporary, shard)
         _stop_if_driver_gone()
@@ -115,7 +145,10 @@ class _FinalizeShardFn(beam.DoFn):
             fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
                                       json.dumps(record, indent=1).encode())
             fsutil.remove_tree(parts_dir)
-            yield ShardResult(shard, None, counts, failed=failures[0])
+            SHARDS_FAILED.inc()
+            result = ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
+            SHARD_RESULTS.add(encode_result(result))
+            yield result
             return
         name = naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
         final = fsutil.join(self._output, name)
@@ -124,7 +157,7 @@ class _FinalizeShardFn(beam.DoFn):
             self._merge(parts, final, counts)
             record = {"shard": shard, "name": name, "fingerprint": fingerprint,
                       "documents": counts.documents, "sequences": counts.sequences,
-                      "tokens": counts.tokens, "input_bytes": counts.num_bytes,
+                      "tokens": counts.tokens, "input_bytes": input_bytes,
                       "bin_size": fsutil.size(final + ".bin"),
                       "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
                       **({"resume_key": resume_key} if resume_key else {})}
@@ -136,9 +169,17 @@ class _FinalizeShardFn(beam.DoFn):
             fsutil.remove(failure_record_path(self._output, shard))
             self._remove_stale(shard, name)
         fsutil.remove_tree(parts_dir)
-        yield ShardResult(shard, name, counts)
+        # Counted once per shard (a retried bundle's counts are not committed metrics).
+        SHARDS_COMMITTED.inc()
+        DOCUMENTS.inc(counts.documents)
+        SEQUENCES.inc(counts.sequences)
+        TOKENS.inc(counts.tokens)
+        INPUT_BYTES.inc(input_bytes)
+        result = ShardResult(shard, name, counts, input_bytes=input_bytes)
+        SHARD_RESULTS.add(encode_result(result))
+        yield result
 
-    def _merge(self, parts: Iterable[PartInfo], final: str, counts: ShardCounts) -> None:
+    def _merge(self, parts: Iterable[PartInfo], final: str, counts: Counts) -> None:
         parts = list(parts)
         with indexed.IndexedDatasetWriter(final, dtype=self._dtype) as writer:
             if len(parts) == 1:
@@ -147,8 +188,7 @@ class _FinalizeShardFn(beam.DoFn):
                 writer.adopt(parts[0].prefix)
             for part in parts if len(parts) > 1 else ():
                 writer.add_index(part.prefix)  # .bin appended by the kernel on local disk
-            if (writer.document_count, writer.sequence_count, writer.token_count) != (
-                    counts.documents, counts.sequences, counts.tokens):
+            if Counts(writer.document_count, writer.sequence_count, writer.token_count) != counts:
                 raise RuntimeError(f"{final}: parts hold {writer.document_count} documents, "
                                    f"{writer.sequence_count} sequences, {writer.token_count} "
                                    f"tokens but the counts combined to {counts}")
@@ -208,8 +248,8 @@ class _WriteErrorsFn(beam.DoFn):
         stem, reports = element
         reports = sorted(reports, key=lambda r: r.offset)
         lines = "".join(json.dumps(r.as_json(), ensure_ascii=False) + "\n" for r in reports)
-        fsutil.write_bytes_atomic(fsutil.join(self._output, ERRORS_DIR, stem + ".jsonl"),
-                                  lines.encode("utf-8"))
+        fsutil.write_bytes_atomic(errors_path(self._output, stem), lines.encode("utf-8"))
+        BAD_RECORDS.inc(len(reports))
         yield stem, len(reports)
 
 

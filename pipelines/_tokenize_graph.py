@@ -1,6 +1,11 @@
 """The tokenize job's Beam graph (pipelines/tokenize.py ``build``): imported only when a pipeline
 is built, so that ``--help``, ``--dry-run`` and planning need no Beam import. See DESIGN.md for
 the data flow.
+
+The planned job (pipelines/_tokenize_plan.py) is carried in whole: the settings record, the
+shards' names and fingerprints; nothing here decides them again. What the run did comes back
+through the runner's result: the sink's Beam counters (:func:`figures`) and the shards it
+committed (:func:`shard_results`).
 """
 
 from __future__ import annotations
@@ -8,30 +13,32 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, sink
+from dataio import errors, manifest, sink
+from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
-from pipelines import tokenize
 from transforms import documents as docs
-from transforms.tokenize import TokenizeConfig, TokenizeDocuments
+from transforms.tokenize import TokenizeDocuments
 
 errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
 
 
-def build(pipeline: beam.Pipeline, job: tokenize.Job, *, storage=None, finish_argv=None):
+def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_argv=None,
+          started: str = ""):
     """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
 
-    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.finish` (metadata.json, this run's temporaries
-    removed), for runners whose driver is not this process (runners/spark.py submits the
-    pipeline as a jar and may not wait for it)."""
-    io = seg = opts.flags(job.options)
+    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.finish` (metadata.json,
+    this run's temporaries removed; ``started`` is the run's start), for runners whose driver
+    is not this process (runners/spark.py submits the pipeline as a jar and may not wait)."""
+    io = opts.flags(job.options)
     todo = job.to_process
     shards_of_stem: dict[str, list[str]] = {}
     for s in todo:
         shards_of_stem.setdefault(s.stem, []).append(s.shard)
     items = (pipeline | "PlanItems" >> beam.Create(job.items()) | "Distribute" >> beam.Reshuffle())
     read = items | "ReadDocuments" >> docs.ReadDocuments(
-        job.config.keys, id_key=seg.id_key, on_bad_record=io.on_bad_record,
+        job.config.keys, id_key=job.config.id_key, on_bad_record=io.on_bad_record,
         max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage)
     failed = (read[docs.FAILED_TAG]
               | "FailedShards" >> beam.FlatMap(
@@ -40,7 +47,7 @@ def build(pipeline: beam.Pipeline, job: tokenize.Job, *, storage=None, finish_ar
     planned = pipeline | "PlannedShards" >> beam.Create(
         [(s.shard, (s.fingerprint, s.resume_key)) for s in todo])
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
-        job.spec, TokenizeConfig(**vars(job.config)), on_bad_record=io.on_bad_record,
+        job.spec, job.config, shard_names=job.shard_names(), on_bad_record=io.on_bad_record,
         storage=storage)
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
@@ -52,13 +59,44 @@ def build(pipeline: beam.Pipeline, job: tokenize.Job, *, storage=None, finish_ar
         # After every shard (one element once all are done) and every error file (side input).
         (results | "AllShardsDone" >> beam.combiners.Count.Globally()
          | "Finish" >> beam.ParDo(_FinishFn(dataclasses.replace(job, options=None), finish_argv,
-                                            started=tokenize._now(), storage=storage),
+                                            started=started, storage=storage),
                                   errors_written=beam.pvalue.AsList(errors_written)))
     return results
 
 
+def figures(result) -> dict[str, int] | None:
+    """The sink's committed counters (dataio/sink.py: documents, tokens, input_bytes,
+    bad_records, parts, shards_committed, ...) from a finished pipeline's result; None when the
+    runner reports none (portable runners may not return metrics to the driver)."""
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(sink.METRICS))["counters"]
+    except Exception:  # noqa: BLE001 - a runner without metrics support: the records say it
+        return None
+    values: dict[str, int] = {}
+    for counter in counters:
+        if counter.committed is None:
+            return None
+        name = counter.key.metric.name
+        values[name] = values.get(name, 0) + int(counter.committed)
+    return values or None
+
+
+def shard_results(result) -> dict[str, manifest.ShardResult] | None:
+    """shard -> ShardResult as the sink reported them (dataio/sink.py SHARD_RESULTS), from a
+    finished pipeline's result; None when the runner reports none."""
+    try:
+        sets = result.metrics().query(MetricsFilter().with_namespace(sink.METRICS).with_name(
+            "shard_results"))["string_sets"]
+    except Exception:  # noqa: BLE001 - a runner without metrics support: the records say it
+        return None
+    if not sets or any(s.committed is None for s in sets):
+        return None
+    found = [manifest.decode_result(text) for s in sets for text in s.committed]
+    return {r.shard: r for r in found}
+
+
 class _FinishFn(beam.DoFn):
-    def __init__(self, job: tokenize.Job, argv, *, started: str, storage=None):
+    def __init__(self, job: planner.Job, argv, *, started: str, storage=None):
         self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
 
     def setup(self):
@@ -66,5 +104,7 @@ class _FinishFn(beam.DoFn):
             self._storage.apply()
 
     def process(self, _count, errors_written):
+        from pipelines import tokenize
+
         tokenize.finish(self._job, self._argv, started=self._started)
         return []

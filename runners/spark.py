@@ -379,8 +379,8 @@ def _submit(args, cfg: dict) -> int:
         job.run_id = run_id
         tokenize.announce_skips(job)
         if not job.to_process:
-            results, bad = tokenize.finish(job, argv, started=started)
-            return tokenize.report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
+            results = tokenize.finish(job, argv, started=started)
+            return tokenize.report(job, results, seconds=time.monotonic() - t0)
         tokenize.prepare_output(job)
         where = cfg["master"] if cfg["kind"] == "spark" else batches_url(cfg)
         output_lock.hold_detached(io.output, run_id, {"runner": cfg["kind"], "cluster": where,
@@ -425,9 +425,8 @@ def _submit(args, cfg: dict) -> int:
         meta = _read_metadata(io.output)
         if meta.get("run_id") != run_id:
             tokenize.finish(job, argv, started=started)
-        results = tokenize.collect_results(job)
-        bad = tokenize._count_errors(io.output, {s.stem for s in job.to_process})
-        status = tokenize.report(job, results, seconds=time.monotonic() - t0, bad_records=bad)
+        results = tokenize.collect_results(job)  # no metrics come back from the cluster
+        status = tokenize.report(job, results, seconds=time.monotonic() - t0)
         if state != LIVY_OK:
             if client is not None:
                 _print_log_tail(client, batch)

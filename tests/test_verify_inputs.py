@@ -14,7 +14,8 @@ import pytest
 
 from megatron_reference import read_pair
 from dataio import fs as fsutil
-from pipelines import tokenize
+from dataio import readers
+from pipelines import _tokenize_plan as planner
 from test_tokenize import committed, run_job
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
@@ -82,11 +83,11 @@ def test_without_verification_the_edit_goes_unnoticed(corpus_dir, hf_tokenizer, 
 
 def test_fingerprint_without_a_hash_is_unchanged():
     # --no-verify-inputs keeps the key of earlier versions: outputs committed then still skip.
-    f = tokenize.readers.InputFile("/data/x.jsonl", 10, "mtime:1.5")
+    f = readers.InputFile("/data/x.jsonl", 10, "mtime:1.5")
     tok = {"files": [{"sha256": "ab"}], "kind": "HF", "eod_id": 0, "add_special_tokens": False}
-    plain = tokenize._fingerprint(f, tok, {"keys": ["text"]})
-    assert plain == tokenize._fingerprint(f, tok, {"keys": ["text"]}, content=None)
-    assert plain != tokenize._fingerprint(f, tok, {"keys": ["text"]}, content="sha256:00")
+    plain = planner._fingerprint(f, tok, {"keys": ["text"]})
+    assert plain == planner._fingerprint(f, tok, {"keys": ["text"]}, content=None)
+    assert plain != planner._fingerprint(f, tok, {"keys": ["text"]}, content="sha256:00")
 
 
 def test_content_hash_streams_any_size(tmp_path):

@@ -27,7 +27,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -35,18 +35,17 @@ from apache_beam.transforms.window import BoundedWindow, GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
-from dataio import naming
 from transforms import coders, progress
 from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
+from transforms.tokenize_config import TokenizeConfig  # noqa: F401 (its public name here too)
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
-from dataio.dataset import HOLDOUT_DIR
 # Texts (documents, or sentences with --split-sentences) that the fast backend's routing sent to
 # the reference tokenizer because the fast one would give other ids for them.
 ROUTED_TO_REFERENCE = beam.metrics.Metrics.counter("tokenize", "texts_routed_to_reference")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class TokenBatch:
     """Documents of one batch for one shard: flat tokens, every sequence's length, and the
     number of sequences of each document (0 = empty document)."""
@@ -139,24 +138,14 @@ def _describe(exc: BaseException) -> str:
 coders.register(TokenBatch)
 
 
-@dataclasses.dataclass(frozen=True)
-class TokenizeConfig:
-    keys: tuple[str, ...]
-    level: str = "document"  # or "sentence"
-    append_eod: bool = False
-    skip_empty: bool = False
-    holdout_fraction: float = 0.0
-    splitter: str = "auto"
-    lang: str = "english"
-    keep_newlines: bool = False
-    log_interval: int = 10_000
-    progress: progress.ProgressPlan | None = None  # the driver's planned bytes and workers
+ShardNames = Mapping[tuple[str, str, bool], str]  # (stem, key, holdout?) -> relative shard name
 
 
 class _TokenizeFn(beam.DoFn):
-    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, on_bad_record="skip",
-                 storage=None):
+    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, shard_names: ShardNames,
+                 on_bad_record="skip", storage=None):
         self._spec, self._config, self._storage = spec, config, storage
+        self._shard_names = dict(shard_names)
         self._on_bad_record = on_bad_record
 
     def setup(self):
@@ -258,20 +247,22 @@ class _TokenizeFn(beam.DoFn):
             ids, seg_lengths, seg_doc = encoded.pop(key)
             tokens, lengths, per_doc, kept = assemble(
                 ids, seg_lengths, seg_doc, num_docs, eod=self._eod, skip_empty=cfg.skip_empty)
-            name = naming.base_name(batch.stem, key, cfg.level)
+            name = self._shard_names[batch.stem, key, False]
             if hold.any():
                 kept_hold = hold[kept]
-                parts = [(f"{HOLDOUT_DIR}/{name}", kept_hold), (name, ~kept_hold)]
+                parts = [(self._shard_names[batch.stem, key, True], kept_hold), (name, ~kept_hold)]
                 # the unsplit batch's byte count is attributed to the training shard
                 for shard, mask in parts:
                     if not mask.any():
                         continue
                     t, l, p = _select(tokens, lengths, per_doc, mask)
-                    yield TokenBatch(shard, batch.item, batch.batch, t, l, p,
-                                     0 if shard != name else batch.num_bytes)
+                    yield TokenBatch(shard=shard, item=batch.item, batch=batch.batch, tokens=t,
+                                     sequence_lengths=l, sequences_per_document=p,
+                                     num_bytes=0 if shard != name else batch.num_bytes)
             else:
-                yield TokenBatch(name, batch.item, batch.batch, tokens, lengths, per_doc,
-                                 batch.num_bytes)
+                yield TokenBatch(shard=name, item=batch.item, batch=batch.batch, tokens=tokens,
+                                 sequence_lengths=lengths, sequences_per_document=per_doc,
+                                 num_bytes=batch.num_bytes)
             self._tokens += int(tokens.size)
         self._progress(len(batch), batch.num_bytes)
 
@@ -347,12 +338,16 @@ class _TokenizeFn(beam.DoFn):
 class TokenizeDocuments(beam.PTransform):
     """DocumentBatch -> TokenBatch (main output ``tokens``: one per shard the batch touches),
     and (stem, BadRecordReport) on ``errors`` (transforms.documents.ERRORS_TAG) for documents
-    the splitter or tokenizer raised on."""
+    the splitter or tokenizer raised on.
 
-    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, on_bad_record="skip",
-                 storage=None):
+    ``shard_names``: the shard each (input stem, json key, holdout or not) goes to, as the
+    driver planned them (the names are decided once, there)."""
+
+    def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, shard_names: ShardNames,
+                 on_bad_record="skip", storage=None):
         super().__init__()
-        self._fn = _TokenizeFn(spec, config, on_bad_record=on_bad_record, storage=storage)
+        self._fn = _TokenizeFn(spec, config, shard_names=shard_names,
+                               on_bad_record=on_bad_record, storage=storage)
 
     def expand(self, batches):
         # typed, so that Beam sizes the batches with coders.BatchCoder, not by pickling them

@@ -20,7 +20,8 @@ RAW = b"".join(json.dumps({"text": "w" * (i % 300) + str(i)}).encode() + b"\n"
 def _read(tmp_path, name, data):
     path = tmp_path / name
     path.write_bytes(data)
-    item = readers.WorkItem(str(path), readers.file_stem(str(path)), readers.file_format(str(path)), 0)
+    item = readers.WorkItem(path=str(path), stem=readers.file_stem(str(path)),
+                            format=readers.file_format(str(path)), index=0)
     return b"".join(r.data + b"\n" for r in readers.read_jsonl(item))
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataio import indexed, naming, sink
+from dataio.indexed import Counts
 from transforms.documents import BadRecordReport
 from transforms.tokenize import TokenBatch
 
@@ -24,8 +25,10 @@ def token_batch(shard, item, batch, documents, *, num_bytes=10):
     """A TokenBatch of ``documents`` (each a list of sequences, each a list of ids)."""
     seqs = [s for d in documents for s in d]
     tokens = np.array([t for s in seqs for t in s], dtype=np.int64)
-    return TokenBatch(shard, item, batch, tokens, np.array([len(s) for s in seqs], np.int64),
-                      np.array([len(d) for d in documents], np.int64), num_bytes)
+    return TokenBatch(shard=shard, item=item, batch=batch, tokens=tokens,
+                      sequence_lengths=np.array([len(s) for s in seqs], np.int64),
+                      sequences_per_document=np.array([len(d) for d in documents], np.int64),
+                      num_bytes=num_bytes)
 
 
 def read_documents(prefix):
@@ -34,7 +37,7 @@ def read_documents(prefix):
 
 
 def write_parts(output, shard, batches, *, run_id=RUN, dtype="uint16"):
-    """Drive _WritePartFn directly: (PartInfos, combined ShardCounts) of ``batches``."""
+    """Drive _WritePartFn directly: (PartInfos, combined (Counts, input bytes)) of ``batches``."""
     fn = sink._WritePartFn(str(output), dtype, None, run_id)
     fn.setup()
     outs = [out for tb in batches for out in fn.process(tb)]
@@ -73,10 +76,11 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
         results = batches | sink.WriteShards(out, dtype="uint16", planned=planned, failed=failed,
                                              run_id=RUN)
         assert_that(results, equal_to([
-            sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", sink.ShardCounts(5, 6, 10, 28)),
-            sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", sink.ShardCounts()),
-            sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1",
-                             sink.ShardCounts(1, 1, 1, 10))]))
+            sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
+                             input_bytes=28),
+            sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
+            sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1", Counts(1, 1, 1),
+                             input_bytes=10)]))
     assert read_documents(f"{out}/a_text_document_dc=5_sc=6_tc=10") == DOCS_A + DOCS_B + DOCS_C
     assert read_documents(f"{out}/b_text_document_dc=0_sc=0_tc=0") == []  # planned, no batch
     assert read_documents(f"{out}/holdout/c_text_document_dc=1_sc=1_tc=1") == [[[11]]]
@@ -88,6 +92,18 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
         == (5, 6, 10, 28)
     left = [f for _, _, files in os.walk(sink.temporary_dir(out, RUN)) for f in files]
     assert left == []  # every part removed once its shard is committed
+    # What was committed comes back through the runner as Beam counters, not from the files.
+    from pipelines import _tokenize_graph
+
+    assert _tokenize_graph.figures(p.result) == {
+        "parts": 4, "shards_committed": 3, "documents": 6, "sequences": 7, "tokens": 11,
+        "input_bytes": 38}
+    reported = _tokenize_graph.shard_results(p.result)
+    assert reported == {a: sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
+                                            input_bytes=28),
+                        b: sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
+                        c: sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1",
+                                            Counts(1, 1, 1), input_bytes=10)}
 
 
 def test_write_shards_failed_input_gets_a_failure_record_and_unplanned_shards_nothing(
@@ -126,6 +142,9 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
         written = (p | beam.Create([("a", r[0]), ("b", other), ("a", r[1]), ("a", r[2])])
                    | sink.WriteErrors(out))
         assert_that(written, equal_to([("a", 3), ("b", 1)]))
+    from pipelines import _tokenize_graph
+
+    assert _tokenize_graph.figures(p.result) == {"bad_records": 4}
     lines = open(f"{out}/_errors/a.jsonl", encoding="utf-8").read().splitlines()
     assert [json.loads(x) for x in lines] == [x.as_json() for x in (r[1], r[2], r[0])]
     assert "caf\u00e9" in lines[0]  # readable text, not \\u escapes
@@ -134,12 +153,13 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
 
 # --- SumCountsFn ---------------------------------------------------------------------------------
 
-counts_st = st.builds(sink.ShardCounts, *[st.integers(0, 10**12)] * 4)
+counts_st = st.tuples(st.builds(Counts, *[st.integers(0, 10**12)] * 3), st.integers(0, 10**12))
 
 
 def _sum(values):
-    return sink.ShardCounts(*(sum(getattr(v, f) for v in values)
-                              for f in ("documents", "sequences", "tokens", "num_bytes")))
+    return (Counts(*(sum(getattr(c, f) for c, _ in values)
+                     for f in ("documents", "sequences", "tokens"))),
+            sum(n for _, n in values))
 
 
 @settings(max_examples=60, deadline=None)
@@ -167,10 +187,10 @@ def test_sum_counts_any_split_and_merge_order_gives_the_total(values, cuts, orde
 
 def test_sum_counts_of_nothing_is_zero():
     fn = sink.SumCountsFn()
-    assert fn.extract_output(fn.create_accumulator()) == sink.ShardCounts(0, 0, 0, 0)
-    assert fn.extract_output(fn.merge_accumulators([])) == sink.ShardCounts(0, 0, 0, 0)
+    assert fn.extract_output(fn.create_accumulator()) == (Counts(0, 0, 0), 0)
+    assert fn.extract_output(fn.merge_accumulators([])) == (Counts(0, 0, 0), 0)
     assert fn.extract_output(fn.merge_accumulators([fn.create_accumulator()] * 3)) == \
-        sink.ShardCounts()
+        (Counts(), 0)
 
 
 # --- the part writer -----------------------------------------------------------------------------
@@ -185,9 +205,8 @@ def test_part_names_are_deterministic_so_a_retry_overwrites_its_own_part(tmp_pat
     assert read_documents(prefix) == DOCS_B  # the retry's content, nothing appended
     assert sorted(os.listdir(os.path.dirname(prefix))) == ["000003-000012.bin",
                                                           "000003-000012.idx"]  # no temporaries
-    assert (retry[0].order, retry[0].documents, retry[0].sequences, retry[0].tokens) == \
-        ((3, 12), 1, 1, 1)
-    assert counts == sink.ShardCounts(1, 1, 1, 10)
+    assert (retry[0].order, retry[0].counts) == ((3, 12), Counts(1, 1, 1))
+    assert counts == (Counts(1, 1, 1), 10)
 
 
 def test_runs_keep_their_parts_apart(tmp_path):
@@ -210,6 +229,12 @@ def _parts(out):
                                     token_batch(SHARD, 0, 1, DOCS_B)])
 
 
+def result(counts, *, failed=None):
+    """The ShardResult of SHARD for ``counts``: (Counts, input bytes) as SumCountsFn gives them."""
+    return sink.ShardResult(SHARD, None if failed else NAME, counts[0], input_bytes=counts[1],
+                            failed=failed)
+
+
 def _files(out):
     return {n: (out / n).read_bytes() for n in sorted(os.listdir(out)) if n.startswith("a_")}
 
@@ -219,7 +244,7 @@ def test_finalize_twice_is_idempotent(tmp_path):
     parts, counts = _parts(out)
     first = finalize(out, SHARD, "fp", parts, counts)
     files, record = _files(out), (out / "_commits" / f"{SHARD}.json").read_bytes()
-    assert first == [sink.ShardResult(SHARD, NAME, counts)]
+    assert first == [result(counts)]
     assert set(files) == {NAME + ".bin", NAME + ".idx"}
     assert read_documents(out / NAME) == DOCS_A + DOCS_B + DOCS_C
     assert not (out / "_temporary" / RUN / SHARD).exists()  # parts removed after the commit
@@ -237,7 +262,7 @@ def test_finalize_after_a_crash_that_left_parts_merges_only_this_attempts_parts(
     parts_dir = out / "_temporary" / RUN / SHARD
     (parts_dir / ".000000-000000.bin.tmp-dead").write_bytes(b"junk")
     parts, counts = _parts(out)
-    assert finalize(out, SHARD, "fp", parts, counts) == [sink.ShardResult(SHARD, NAME, counts)]
+    assert finalize(out, SHARD, "fp", parts, counts) == [result(counts)]
     assert read_documents(out / NAME) == DOCS_A + DOCS_B + DOCS_C
     assert not parts_dir.exists()
 
@@ -262,7 +287,7 @@ def test_finalize_after_a_commit_record_without_files_writes_the_files(tmp_path)
         (out / name).unlink()
     assert sink.is_committed(str(out), SHARD, "fp") == (False, f"{NAME}.bin is missing")
     parts, counts = _parts(out)  # the rerun's parts
-    assert finalize(out, SHARD, "fp", parts, counts) == [sink.ShardResult(SHARD, NAME, counts)]
+    assert finalize(out, SHARD, "fp", parts, counts) == [result(counts)]
     assert _files(out) == expected
     assert sink.is_committed(str(out), SHARD, "fp")[0] is True
 
@@ -285,7 +310,7 @@ def test_finalize_refuses_parts_that_disagree_with_the_counts(tmp_path):
     out = tmp_path / "out"
     parts, counts = _parts(out)
     with pytest.raises(RuntimeError, match="parts hold 5 documents"):
-        finalize(out, SHARD, "fp", parts, sink.ShardCounts(6, 6, 10, 0))
+        finalize(out, SHARD, "fp", parts, (Counts(6, 6, 10), 0))
     assert sink.read_commit_record(str(out), SHARD) is None
 
 
@@ -293,7 +318,7 @@ def test_a_later_success_clears_the_failure_record(tmp_path):
     out = tmp_path / "out"
     parts, counts = _parts(out)
     assert finalize(out, SHARD, "fp", parts, counts, failed=["bad gzip"]) == [
-        sink.ShardResult(SHARD, None, counts, failed="bad gzip")]
+        result(counts, failed="bad gzip")]
     assert os.path.exists(sink.failure_record_path(str(out), SHARD))
     assert not _files(out) and not (out / "_temporary" / RUN / SHARD).exists()
     parts, counts = _parts(out)
@@ -337,10 +362,21 @@ def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
         fn.setup()
 
 
+def test_a_shard_result_travels_as_one_string_and_back():
+    from dataio import manifest
+
+    for result in (sink.ShardResult("holdout/a_text_document",
+                                    "holdout/a_text_document_dc=1_sc=2_tc=3", Counts(1, 2, 3),
+                                    input_bytes=40),
+                   sink.ShardResult("b_text_document", None, Counts(),
+                                    failed="b.jsonl.gz: corrupt")):
+        assert manifest.decode_result(manifest.encode_result(result)) == result
+
+
 def test_the_commit_record_keeps_the_resume_key_and_says_what_changed(tmp_path):
     # planned as (fingerprint, resume key): the key goes into the record; a later plan with
-    # another key is told which part changed (pipelines/tokenize.py, dataio/commits.py)
-    from dataio import commits
+    # another key is told which part changed (pipelines/_tokenize_plan.py, dataio/manifest.py)
+    from dataio import manifest
 
     key = {"format": 1, "input": ["/in/web.jsonl", 10, "mtime:1"], "content": None,
            "tokenizer": [["ab"], "NullTokenizer", 1000, False],
@@ -349,17 +385,17 @@ def test_the_commit_record_keeps_the_resume_key_and_says_what_changed(tmp_path):
     parts, counts = write_parts(out, "web_text_document",
                                 [token_batch("web_text_document", 0, 0, [[[1, 2]]])])
     [result] = finalize(out, "web_text_document", ("fp", key), parts, counts)
-    record = commits.read_commit_record(out, "web_text_document")
+    record = manifest.read_commit_record(out, "web_text_document")
     assert record["resume_key"] == key and result.name
-    assert commits.is_committed(out, "web_text_document", "fp", resume_key=key)[0]
+    assert manifest.is_committed(out, "web_text_document", "fp", resume_key=key)[0]
     now = {**key, "settings": {"level": "document", "append_eod": True}}
-    done, why = commits.is_committed(out, "web_text_document", "other", resume_key=now)
+    done, why = manifest.is_committed(out, "web_text_document", "other", resume_key=now)
     assert not done and why == "options changed: append_eod False -> True"
     now = {**key, "input": ["/in/web.jsonl", 11, "mtime:2"], "tokenizer": [["cd"]]}
-    assert commits.what_changed(key, now) == (
+    assert manifest.what_changed(key, now) == (
         "the input's path, size or modification time changed; the tokenizer changed (its "
         "files, kind, EOD or options)")
-    assert commits.what_changed({**key, "content": "sha256:a"}, {**key, "content": "sha256:b"}) \
+    assert manifest.what_changed({**key, "content": "sha256:a"}, {**key, "content": "sha256:b"}) \
         == "the input's content changed"
-    assert commits.what_changed(None, now) == \
+    assert manifest.what_changed(None, now) == \
         "inputs, tokenizer or options changed since it was committed"  # an older record

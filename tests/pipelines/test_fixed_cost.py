@@ -32,6 +32,20 @@ def test_help_does_not_import_beam():
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_the_planner_imports_no_beam():
+    # pipelines/_tokenize_plan.py: planning, the settings refusal and --dry-run's estimate run
+    # without Beam; only the graph (pipelines/_tokenize_graph.py) imports it.
+    probe = ("import sys\n"
+             "from pipelines import _tokenize_plan, tokenize\n"
+             "from dataio import manifest\n"
+             "from transforms import tokenize_config\n"
+             "print(sorted(m for m, mod in sys.modules.items()\n"
+             "             if m.split('.')[0] == 'apache_beam' and mod is not None))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
 @pytest.mark.slow  # a subprocess importing Beam
 def test_beams_azure_filesystem_is_never_loaded():
     # pipelines/__init__.py: tokenbeam reaches Azure through adlfs; Beam's azfs:// module (and the
@@ -66,9 +80,8 @@ def test_anything_but_our_flags_goes_to_beams_parser(extra):
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two"])
 def test_a_bad_workers_value_is_a_usage_error(bad, capsys):
-    with pytest.raises(SystemExit) as exited:  # argparse's usage error, as for any bad value
-        tokenize.run(ARGV + ["--workers", bad])
-    assert exited.value.code == 2
+    # argparse's usage error, as for any bad value: its status, returned (dataio/errors.py main)
+    assert tokenize.run(ARGV + ["--workers", bad]) == 2
     assert "argument --workers: expected a number of processes >= 1 or auto" in \
         capsys.readouterr().err
 
@@ -141,4 +154,6 @@ print("ok")
     from dataio import dataset
     from transforms import tokenize as tz
 
-    assert tokenize.HOLDOUT_DIR == dataset.HOLDOUT_DIR == tz.HOLDOUT_DIR
+    from pipelines import _tokenize_plan as planner
+
+    assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR == tz.HOLDOUT_DIR

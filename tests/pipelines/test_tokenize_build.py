@@ -66,3 +66,78 @@ def test_finish_fn_holds_no_options_ships_without_secrets_and_finishes(job, azur
     assert meta["started"] == "t0" and [s["status"] for s in meta["shards"]] == ["failed"] * 2
     assert not os.path.exists(sink.temporary_dir(job.output, RUN))
     worker.process(2, errors_written=[])  # idempotent: a retried bundle finishes again
+
+
+class _Result:
+    """A runner's result as the driver sees it: its counters, or none."""
+
+    def __init__(self, counters=None, *, committed=True, fails=False):
+        self._counters, self._committed, self._fails = counters or {}, committed, fails
+
+    def metrics(self):
+        if self._fails:
+            raise NotImplementedError("this runner reports no metrics")
+        from apache_beam.metrics.execution import MetricKey, MetricResult
+        from apache_beam.metrics.metricbase import MetricName
+
+        results = [MetricResult(MetricKey("WriteShards", MetricName(sink.METRICS, name)),
+                                value if self._committed else None, value)
+                   for name, value in self._counters.items()]
+
+        class _Metrics:
+            def query(self, _filter=None):
+                return {"counters": results}
+
+        return _Metrics()
+
+
+def test_figures_come_from_committed_counters_and_none_when_the_runner_reports_none():
+    from pipelines import _tokenize_graph
+
+    counters = {"documents": 3, "tokens": 9, "shards_committed": 2}
+    assert _tokenize_graph.figures(_Result(counters)) == counters
+    # Portable runners (Flink's job server) may give attempted values only, Spark's jar none.
+    assert _tokenize_graph.figures(_Result(counters, committed=False)) is None
+    assert _tokenize_graph.figures(_Result(fails=True)) is None
+    assert _tokenize_graph.figures(_Result({})) is None
+
+
+def test_the_summary_takes_the_counters_else_the_commit_records(job, make_pipeline):
+    job, argv = job
+    with make_pipeline() as p:
+        tokenize.build(p, job)
+    results = tokenize.collect_results(job)
+    recorded = tokenize.recorded_figures(job, results)
+    assert recorded == tokenize.Figures(documents=3, tokens=9, input_bytes=recorded.input_bytes,
+                                        bad_records=1) and recorded.input_bytes > 0
+    from pipelines import _tokenize_graph
+
+    counters = _tokenize_graph.figures(p.result)
+    assert tokenize.counted_figures(job, results, counters) == recorded  # the same figures
+    # counters that do not account for every committed shard are not trusted
+    assert tokenize.counted_figures(job, results, {**counters, "shards_committed": 1,
+                                                   "documents": 99}) == recorded
+    assert tokenize.counted_figures(job, results, {**counters, "documents": 99}).documents == 99
+
+
+def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(job,
+                                                                             make_pipeline):
+    from pipelines import _tokenize_graph
+
+    job, argv = job
+    with make_pipeline() as p:
+        tokenize.build(p, job)
+    reported = _tokenize_graph.shard_results(p.result)
+    from_records = tokenize.collect_results(job)
+    assert sorted(reported) == [s.shard for s in job.to_process]
+    assert tokenize.collect_results(job, reported) == from_records
+    # metadata.json is the same whichever told the driver what was committed
+    by_pipeline = tokenize.finish(job, argv, started="t0", reported=reported)
+    meta = json.loads(open(os.path.join(job.output, "metadata.json")).read())
+    assert tokenize.finish(job, argv, started="t0") == by_pipeline
+    again = json.loads(open(os.path.join(job.output, "metadata.json")).read())
+    assert {**meta, "finished": None} == {**again, "finished": None}
+    assert [s["status"] for s in meta["shards"]] == ["written", "written"]
+    # a report that misses a shard (a string set is capped at 1 MB) is not trusted
+    partial = dict(list(reported.items())[:1])
+    assert tokenize.collect_results(job, partial) == from_records

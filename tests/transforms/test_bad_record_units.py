@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataio import readers
+from dataio import naming, readers
 from transforms import documents as docs
 from transforms import tokenize as tz
 from transforms.tokenizer import TokenizerSpec
@@ -62,15 +62,17 @@ def test_drop_documents_keeps_the_others_in_order():
 def _batch(tmp_path, texts):
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    item = readers.WorkItem(str(path), "d", "jsonl", 0, 0, None)
+    item = readers.WorkItem(path=str(path), stem="d", format="jsonl", index=0, start=0, end=None)
     [batch] = list(docs.read_documents(item, ["text"]))
     return batch
 
 
 def _tokenize_fn(**config):
-    fn = tz._TokenizeFn(TokenizerSpec("NullTokenizer", vocab_size=50),
-                        tz.TokenizeConfig(keys=("text",), append_eod=True, log_interval=0,
-                                          **config))
+    cfg = tz.TokenizeConfig(keys=("text",), append_eod=True, log_interval=0, **config)
+    name = naming.base_name("d", "text", cfg.level)  # as the driver plans it
+    fn = tz._TokenizeFn(TokenizerSpec("NullTokenizer", vocab_size=50), cfg,
+                        shard_names={("d", "text", False): name,
+                                     ("d", "text", True): f"holdout/{name}"})
     fn.setup()
     calls = []
     encode = fn._tok.encode_batch

@@ -21,8 +21,9 @@ def _batch():
 
 def test_size_comes_from_the_element_not_from_pickling(monkeypatch):
     coder = coders.BatchCoder()
-    tb = tz.TokenBatch("s", 0, 0, np.arange(10, dtype=np.uint16), np.array([4, 6]),
-                       np.array([1, 1]), 30)
+    tb = tz.TokenBatch(shard="s", item=0, batch=0, tokens=np.arange(10, dtype=np.uint16),
+                       sequence_lengths=np.array([4, 6]),
+                       sequences_per_document=np.array([1, 1]), num_bytes=30)
     monkeypatch.setattr(pickle, "dumps", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
     impl = coder.get_impl()
     assert impl.estimate_size(_batch()) == 12
@@ -33,7 +34,9 @@ def test_round_trip():
     coder = coders.BatchCoder()
     batch = _batch()
     assert coder.decode(coder.encode(batch)) == batch
-    tb = tz.TokenBatch("s", 1, 2, np.arange(5), np.array([5]), np.array([1]), 9)
+    tb = tz.TokenBatch(shard="s", item=1, batch=2, tokens=np.arange(5),
+                       sequence_lengths=np.array([5]), sequences_per_document=np.array([1]),
+                       num_bytes=9)
     back = coder.decode(coder.encode(tb))
     assert back.tokens.tolist() == [0, 1, 2, 3, 4] and back.order == (1, 2)
 
@@ -42,6 +45,7 @@ def test_the_transforms_batch_outputs_use_it():
     p = beam.Pipeline()
     read = p | beam.Create([]) | ReadDocuments(["text"])
     tokens = read["documents"] | tz.TokenizeDocuments(
-        TokenizerSpec(kind="NullTokenizer", vocab_size=10), tz.TokenizeConfig(keys=("text",)))
+        TokenizerSpec(kind="NullTokenizer", vocab_size=10), tz.TokenizeConfig(keys=("text",)),
+        shard_names={})
     for pcoll in (read["documents"], tokens["tokens"]):
         assert isinstance(beam.coders.registry.get_coder(pcoll.element_type), coders.BatchCoder)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
+from dataio import naming
 from transforms import tokenize as tz
 from transforms.documents import ERRORS_TAG, DocumentBatch
 from transforms.tokenizer import TokenizerSpec
@@ -37,12 +38,30 @@ def config(*keys, **kwargs):
     return tz.TokenizeConfig(keys=keys or ("text",), log_interval=0, **kwargs)
 
 
+def planned_names(cfg, stems=("web", "r", "d")):
+    """(stem, key, holdout?) -> shard, as the driver plans them (pipelines/_tokenize_plan.py)."""
+    names = {}
+    for stem in stems:
+        for key in cfg.keys:
+            name = naming.base_name(stem, key, cfg.level)
+            names[stem, key, False], names[stem, key, True] = name, f"holdout/{name}"
+    return names
+
+
+def tokenize_documents(spec, cfg, **kwargs):
+    return tz.TokenizeDocuments(spec, cfg, shard_names=planned_names(cfg), **kwargs)
+
+
+def tokenize_fn(spec, cfg, **kwargs):
+    return tz._TokenizeFn(spec, cfg, shard_names=planned_names(cfg), **kwargs)
+
+
 def test_documents_become_token_batches_per_key_with_eod(make_pipeline):
     batches = [doc_batch({"text": ["1 2 3", ["4", "5 6"]], "title": ["7", "8"]}),
                doc_batch({"text": ["9"], "title": ["10 11"]}, item=2, batch=5)]
     with make_pipeline() as p:
         out = (p | beam.Create(batches)
-               | tz.TokenizeDocuments(NULL, config("text", "title", append_eod=True)))
+               | tokenize_documents(NULL, config("text", "title", append_eod=True)))
         assert_that(out["tokens"] | beam.Map(view), equal_to([
             ("web_text_document", 0, 0, [1, 2, 3, EOD, 4, 5, 6, EOD], [4, 1, 3], [1, 2], 20),
             ("web_title_document", 0, 0, [7, EOD, 8, EOD], [2, 2], [1, 1], 20),
@@ -54,7 +73,7 @@ def test_documents_become_token_batches_per_key_with_eod(make_pipeline):
 def test_documents_the_tokenizer_raises_on_are_bad_records_left_out_of_every_key(make_pipeline):
     batch = doc_batch({"text": ["1", "2", "3"], "title": ["4", "not a number", "6"]})
     with make_pipeline() as p:
-        out = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config("text", "title"))
+        out = p | beam.Create([batch]) | tokenize_documents(NULL, config("text", "title"))
         assert_that(out["tokens"] | beam.Map(lambda tb: (tb.shard, tb.tokens.tolist())),
                     equal_to([("web_text_document", [1, 3]), ("web_title_document", [4, 6])]),
                     label="Tokens")
@@ -67,9 +86,9 @@ def test_documents_the_tokenizer_raises_on_are_bad_records_left_out_of_every_key
 def test_empty_documents_are_kept_or_skipped(make_pipeline):
     batch = doc_batch({"text": ["1", [], "2"]})  # a document with no sequence
     with make_pipeline() as p:
-        kept = p | "Keep" >> beam.Create([batch]) | "Kept" >> tz.TokenizeDocuments(
+        kept = p | "Keep" >> beam.Create([batch]) | "Kept" >> tokenize_documents(
             NULL, config(append_eod=True))
-        skipped = p | "Skip" >> beam.Create([batch]) | "Skipped" >> tz.TokenizeDocuments(
+        skipped = p | "Skip" >> beam.Create([batch]) | "Skipped" >> tokenize_documents(
             NULL, config(append_eod=True, skip_empty=True))
         assert_that(kept["tokens"] | "K" >> beam.Map(view), equal_to([
             ("web_text_document", 0, 0, [1, EOD, 2, EOD], [2, 2], [1, 0, 1], 30)]), label="Kept")
@@ -84,7 +103,7 @@ def test_holdout_documents_go_to_the_holdout_shard(make_pipeline):
     assert 0 < held.sum() < 40
     with make_pipeline() as p:
         out = (p | beam.Create([doc_batch({"text": texts}, ids=ids)])
-               | tz.TokenizeDocuments(NULL, config(holdout_fraction=0.3)))
+               | tokenize_documents(NULL, config(holdout_fraction=0.3)))
         assert_that(out["tokens"] | beam.Map(lambda tb: (tb.shard, tb.tokens.tolist(),
                                                           tb.num_bytes)), equal_to([
             ("holdout/web_text_document", [i for i in range(40) if held[i]], 0),
@@ -95,7 +114,7 @@ def test_on_bad_record_fail_stops_with_file_and_line(make_pipeline):
     batch = doc_batch({"text": ["1", "x"]})
     with pytest.raises(Exception, match=r"/in/web.jsonl:2: the tokenizer failed"):
         with make_pipeline() as p:
-            _ = p | beam.Create([batch]) | tz.TokenizeDocuments(NULL, config(),
+            _ = p | beam.Create([batch]) | tokenize_documents(NULL, config(),
                                                                 on_bad_record="fail")
 
 
@@ -106,7 +125,7 @@ def test_a_trained_tokenizer_gives_its_own_ids(hf_tokenizer, hf_encode, make_pip
     expected = [i for t in texts if encode(t) for i in encode(t) + [eod]]
     with make_pipeline() as p:
         out = (p | beam.Create([doc_batch({"text": texts})])
-               | tz.TokenizeDocuments(spec, config(append_eod=True)))
+               | tokenize_documents(spec, config(append_eod=True)))
         assert_that(out["tokens"] | beam.Map(lambda tb: (tb.tokens.tolist(),
                                                           tb.sequences_per_document.tolist())),
                     equal_to([(expected, [1, 0, 1, 1])]))
@@ -120,8 +139,9 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     real_load = tz.load_tokenizer
     monkeypatch.setattr(tz, "load_tokenizer", lambda spec: loads.append(spec) or real_load(spec))
     monkeypatch.setattr(azure, "configure_worker", adopted.append)
-    fn = tz.TokenizeDocuments(NULL, config(append_eod=True), storage=azure_storage_plan)._fn
-    assert set(vars(fn)) == {"_spec", "_config", "_storage", "_on_bad_record"}  # no tokenizer
+    fn = tokenize_documents(NULL, config(append_eod=True), storage=azure_storage_plan)._fn
+    assert set(vars(fn)) == {"_spec", "_config", "_storage", "_on_bad_record",
+                            "_shard_names"}  # no tokenizer
     worker = ship(fn)
     assert loads == [] and adopted == []
     worker.setup()
@@ -140,7 +160,7 @@ def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
 
     from apache_beam.utils.windowed_value import WindowedValue
 
-    fn = tz._TokenizeFn(NULL, config(append_eod=True))
+    fn = tokenize_fn(NULL, config(append_eod=True))
     fn.setup()
     threads = []
     encode = fn._tok.encode_batch
@@ -159,7 +179,7 @@ def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
 
 
 def test_a_failure_on_the_helper_thread_reaches_the_bundle():
-    fn = tz._TokenizeFn(NULL, config(), on_bad_record="fail")
+    fn = tokenize_fn(NULL, config(), on_bad_record="fail")
     fn.setup()
     with pytest.raises(Exception, match="tokenizer failed on key 'text'"):
         bundle(fn, doc_batch({"text": ["1", "two"]}, batch=0), doc_batch({"text": ["3"]}, batch=1))
@@ -173,12 +193,14 @@ def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path):
     path.write_bytes(b'{"text": "1"}\n{"text": "2"}\n{"text": "x"}\n')
     batch = DocumentBatch("r", 1, 0, {"text": ["2", "x"]}, [None, None], 20, str(path),
                           [None, None], [14, 28])
-    fn = tz._TokenizeFn(NULL, config())  # driven directly: the same DoFn the transform runs
+    fn = tokenize_fn(NULL, config())  # driven directly: the same DoFn the transform runs
     fn.setup()
     errors = [o.value for o in bundle(fn, batch) if isinstance(o, beam.pvalue.TaggedOutput)]
     assert [(stem, r.line, r.offset) for stem, r in errors] == [("r", 3, 28)]
 
 
 def test_token_batch_order_and_counts():
-    tb = tz.TokenBatch("s", 3, 4, np.array([1, 2, 3]), np.array([2, 1]), np.array([1, 0, 1]), 9)
+    tb = tz.TokenBatch(shard="s", item=3, batch=4, tokens=np.array([1, 2, 3]),
+                       sequence_lengths=np.array([2, 1]),
+                       sequences_per_document=np.array([1, 0, 1]), num_bytes=9)
     assert tb.order == (3, 4) and tb.documents == 3  # what the sink orders and counts by

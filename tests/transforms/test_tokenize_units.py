@@ -86,7 +86,7 @@ def test_discover_errors(tmp_path):
 def test_corrupt_gzip_is_a_file_error(tmp_path):
     path = tmp_path / "bad.jsonl.gz"
     path.write_bytes(gzip.compress(json.dumps({"text": "x"}).encode() * 100)[:40])
-    item = readers.WorkItem(str(path), "bad", "jsonl.gz", 0)
+    item = readers.WorkItem(path=str(path), stem="bad", format="jsonl.gz", index=0)
     with pytest.raises(readers.CorruptFileError, match="cannot decompress"):
         list(readers.read_jsonl(item))
 

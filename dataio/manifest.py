@@ -1,0 +1,200 @@
+"""An output's records, without Beam: the commit protocol's records (what the planner reads to
+skip shards, and what the sink, dataio/sink.py, writes) and ``metadata.json``.
+
+A shard is committed exactly when ``{output}/_commits/{shard}.json`` exists and names files of
+the recorded sizes; ``{output}/_failures/{shard}.json`` records why a shard failed; bad records
+go to ``{output}/_errors/{stem}.jsonl``; a run's parts live under ``_temporary/{run id}/``.
+``{output}/metadata.json`` is written last, from the commit records (:func:`write_metadata`).
+What a shard became (:class:`ShardResult`) is read back from those records by
+:func:`shard_result` where the pipeline's own output does not reach the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from dataio import fs as fsutil
+from dataio.indexed import Counts
+from dataio.lock import TEMPORARY_DIR
+
+COMMITS_DIR = "_commits"
+FAILURES_DIR = "_failures"
+ERRORS_DIR = "_errors"
+METADATA_FILE = "metadata.json"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PartInfo:
+    """A part the sink wrote: where it is and where it goes in its shard."""
+
+    order: tuple[int, int]  # (work item, batch): the part's place in input order
+    prefix: str
+    counts: Counts
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardResult:
+    """What became of a shard this run had to write: committed as ``name`` with ``counts``
+    from ``input_bytes`` of input, or ``failed`` with the reason."""
+
+    shard: str
+    name: str | None
+    counts: Counts
+    _: dataclasses.KW_ONLY
+    input_bytes: int = 0
+    failed: str | None = None
+
+
+def temporary_dir(output: str, run_id: str = "") -> str:
+    """The run's own temporaries (the parent of every run's when ``run_id`` is empty)."""
+    root = fsutil.join(output, TEMPORARY_DIR)
+    return fsutil.join(root, run_id) if run_id else root
+
+
+def commit_record_path(output: str, shard: str) -> str:
+    return fsutil.join(output, COMMITS_DIR, shard + ".json")
+
+
+def failure_record_path(output: str, shard: str) -> str:
+    return fsutil.join(output, FAILURES_DIR, shard + ".json")
+
+
+def read_commit_record(output: str, shard: str) -> dict | None:
+    path = commit_record_path(output, shard)
+    if not fsutil.exists(path):
+        return None
+    try:
+        return json.loads(fsutil.read_bytes(path))
+    except ValueError:
+        return None  # a torn record (should not happen: written atomically) counts as absent
+
+
+def is_committed(output: str, shard: str, fingerprint: str, *,
+                 resume_key: dict | None = None) -> tuple[bool, str]:
+    """Whether ``shard`` is committed with this fingerprint, and why not (naming what changed
+    when the record keeps its resume key and ``resume_key`` is the one now)."""
+    record = read_commit_record(output, shard)
+    if record is None:
+        return False, "not committed yet"
+    if record.get("fingerprint") != fingerprint:
+        return False, what_changed(record.get("resume_key"), resume_key)
+    prefix = fsutil.join(output, record["name"])
+    for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
+        path = prefix + suffix
+        if not fsutil.exists(path):
+            return False, f"{os.path.basename(path)} is missing"
+        if fsutil.size(path) != record[key]:
+            return False, f"{os.path.basename(path)} has changed size"
+    return True, "committed with the same inputs, tokenizer and options"
+
+
+def what_changed(before: dict | None, now: dict | None) -> str:
+    """Why a committed shard's resume key differs, in words: the input (path, size or
+    modification time; its content), the tokenizer, which options, or tokenbeam's format."""
+    if not isinstance(before, dict) or not isinstance(now, dict):
+        return "inputs, tokenizer or options changed since it was committed"
+    changed = []
+    if before.get("input") != now.get("input"):
+        changed.append("the input's path, size or modification time changed")
+    elif before.get("content") != now.get("content"):
+        if not now.get("content"):
+            changed.append("the input is now resumed without its content hash")
+        elif not before.get("content"):
+            changed.append("the input is now resumed by content (--verify-inputs)")
+        else:
+            changed.append("the input's content changed")
+    if before.get("tokenizer") != now.get("tokenizer"):
+        changed.append("the tokenizer changed (its files, kind, EOD or options)")
+    old_settings, new_settings = before.get("settings") or {}, now.get("settings") or {}
+    options = [f"{k} {old_settings.get(k)!r} -> {new_settings.get(k)!r}"
+               for k in sorted(set(old_settings) | set(new_settings))
+               if old_settings.get(k) != new_settings.get(k)]
+    if options:
+        changed.append("options changed: " + ", ".join(options))
+    if not changed and before.get("format") != now.get("format"):
+        changed.append("tokenbeam's output format changed")
+    return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"
+
+
+def shard_result(output: str, shard: str, fingerprint: str) -> ShardResult:
+    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed)."""
+    record = read_commit_record(output, shard)
+    failure = None
+    if fsutil.exists(failure_record_path(output, shard)):
+        failure = json.loads(fsutil.read_bytes(failure_record_path(output, shard)))
+    if failure is not None or record is None or record.get("fingerprint") != fingerprint:
+        reason = failure["reason"] if failure else "no commit record after the run"
+        return ShardResult(shard, None, Counts(), failed=reason)
+    return ShardResult(shard, record["name"], Counts(record["documents"], record["sequences"],
+                                                     record["tokens"]),
+                       input_bytes=record.get("input_bytes", 0))
+
+
+def encode_result(result: ShardResult) -> str:
+    """A ShardResult as one short string (the sink reports each through a Beam metric)."""
+    c = result.counts
+    return json.dumps([result.shard, result.name, c.documents, c.sequences, c.tokens,
+                       result.input_bytes, result.failed], separators=(",", ":"))
+
+
+def decode_result(text: str) -> ShardResult:
+    shard, name, documents, sequences, tokens, input_bytes, failed = json.loads(text)
+    return ShardResult(shard, name, Counts(documents, sequences, tokens),
+                       input_bytes=input_bytes, failed=failed)
+
+
+def errors_path(output: str, stem: str) -> str:
+    """The bad records of one input (``stem``): one JSON line each."""
+    return fsutil.join(output, ERRORS_DIR, stem + ".jsonl")
+
+
+def count_bad_records(output: str, stems) -> int:
+    """The bad records the error files of ``stems`` hold (where the runner reports no
+    metrics: the summary's fallback)."""
+    total = 0
+    for stem in stems:
+        path = errors_path(output, stem)
+        if fsutil.exists(path):
+            total += fsutil.read_bytes(path).count(b"\n")
+    return total
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardEntry:
+    """One planned shard as metadata.json lists it."""
+
+    shard: str
+    input: str  # the input's path, as recorded (resolved, secrets stripped)
+    key: str
+    status: str  # written, failed, skipped or missing
+    # what this run committed, when the pipeline said so (its commit record is not read again)
+    result: ShardResult | None = None
+
+    def committed(self, output: str) -> dict:
+        """Name and counts of the shard as committed (None each when it is not)."""
+        if self.result is not None and self.result.failed is None:
+            c = self.result.counts
+            return {"name": self.result.name, "documents": c.documents,
+                    "sequences": c.sequences, "tokens": c.tokens}
+        record = read_commit_record(output, self.shard) or {}
+        return {k: record.get(k) for k in ("name", "documents", "sequences", "tokens")}
+
+
+def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: dict) -> dict:
+    """``{output}/metadata.json``, written atomically: ``head`` (tokenizer, dtype, ...), the
+    shards with the counts their commit records hold, the totals of those committed, then
+    ``tail`` (options, run id, times). Returns what it wrote."""
+    listed = [{"shard": entry.shard, "input": entry.input, "key": entry.key,
+               **entry.committed(output), "status": entry.status} for entry in shards]
+    committed = [x for x in listed if x["name"]]
+    meta = {**head, "shards": listed,
+            "totals": {"shards": len(committed),
+                       "documents": sum(x["documents"] for x in committed),
+                       "sequences": sum(x["sequences"] for x in committed),
+                       "tokens": sum(x["tokens"] for x in committed)},
+            **tail}
+    fsutil.write_bytes_atomic(fsutil.join(output, METADATA_FILE),
+                              json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
+    return meta

@@ -1,0 +1,431 @@
+"""The tokenize job's planner, without Beam: inputs, tokenizer and options in, a :class:`Job` out
+(a :class:`ShardPlan` per shard: its name, fingerprint, and whether it is written or skipped).
+
+Everything a user can get wrong about the paths is checked here (:func:`preflight`), before any
+input is read; an output holding shards of another tokenizer or other options is refused
+(:func:`refuse_other_settings`); ``--dry-run`` prints the plan with estimates
+(:func:`print_plan`). A shard's fingerprint hashes its input, the tokenizer and the settings of
+the one :class:`~transforms.tokenize_config.TokenizeConfig` the pipeline runs with; a committed
+shard (dataio/manifest.py) with the same fingerprint is skipped.
+
+Importing this module imports no Beam (a test checks it): pipelines/tokenize.py runs the job,
+pipelines/_tokenize_graph.py wires it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import errno
+import hashlib
+import itertools
+import json
+import os
+import sys
+
+import numpy as np
+
+from dataio import errors
+from dataio import fs as fsutil
+from dataio import azure, indexed, input_hashes, log, manifest, naming, readers
+from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
+from dataio.redact import redact as _redact
+from pipelines import options as opts
+from transforms import tokenizer as tk
+from transforms.tokenize_config import TokenizeConfig
+
+_LOG = log.get("tokenize")
+
+FORMAT_VERSION = 1  # bump when a change alters output bytes: it invalidates committed shards
+
+# Their messages already name the file or flag and the fix: one line, no traceback.
+errors.anticipate(tk.TokenizerConfigError, readers.InputError, azure.AzureCredentialError,
+                  azure.AzurePathError, status=errors.EXIT_USAGE)
+
+
+def _documents():
+    """transforms.documents (the reader's pure core), imported on first use: it imports Beam."""
+    from transforms import documents
+
+    errors.anticipate(documents.BadRecord, status=errors.EXIT_FAILED)
+    return documents
+
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardPlan:
+    shard: str  # relative name without counts: decided here, once, and carried into the pipeline
+    stem: str
+    key: str
+    holdout: bool = False  # the holdout shard of its input and key (under holdout/)
+    input: readers.InputFile
+    fingerprint: str
+    skip: bool
+    reason: str
+    # what the fingerprint hashes (kept in the commit record, so a later run can say what changed)
+    resume_key: dict | None = dataclasses.field(default=None, compare=False)
+
+
+@dataclasses.dataclass(kw_only=True)
+class Job:
+    """Everything the driver decided before the pipeline runs."""
+
+    options: object  # pipelines.options.Flags, or PipelineOptions
+    output: str
+    spec: tk.TokenizerSpec
+    config: TokenizeConfig  # the settings the pipeline runs with (and fingerprints hash)
+    tokenizer: dict
+    files: list[readers.InputFile]
+    shards: list[ShardPlan]
+    run_id: str = ""  # names this run's _temporary/{run id}/ (set when it holds the lock)
+    folder: str = ""  # the driver's working folder: relative input paths are recorded from it
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.config.dtype)
+
+    @property
+    def to_process(self) -> list[ShardPlan]:
+        return [s for s in self.shards if not s.skip]
+
+    def shard_names(self) -> dict[tuple[str, str, bool], str]:
+        """(stem, json key, holdout?) -> shard, for the shards this run writes."""
+        return {(s.stem, s.key, s.holdout): s.shard for s in self.to_process}
+
+    def items(self) -> list[readers.WorkItem]:
+        stems = {s.stem for s in self.to_process}
+        files = [f for f in self.files if f.stem in stems]
+        return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes)
+
+
+def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
+                 content: str | None = None) -> str:
+    return _fingerprint_of(_resume_payload(input_file, tokenizer, settings, content=content))
+
+
+def _resume_payload(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
+                    content: str | None = None) -> dict:
+    """What a shard's resume key is made of (its fingerprint: :func:`_fingerprint_of`)."""
+    payload = {"format": FORMAT_VERSION, "input": [input_file.path, input_file.size,
+                                                   input_file.version],
+               "tokenizer": [[f["sha256"] for f in tokenizer["files"]], tokenizer["kind"],
+                             tokenizer["eod_id"], tokenizer["add_special_tokens"],
+                             # only when set, so keys of older configurations do not move
+                             *([tokenizer["options"]] if tokenizer.get("options") else [])],
+               "settings": settings}
+    if content is not None:
+        # Only when hashed: with --no-verify-inputs the key is exactly the one before the flag
+        # existed, so outputs committed then are still skipped (README: upgrading).
+        payload["content"] = content
+    return payload
+
+
+def _fingerprint_of(payload: dict) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _content_hashes(files: list[readers.InputFile]) -> dict[str, str | None]:
+    """--verify-inputs: the content hash of every input whose version is an mtime. An etag
+    (object stores) changes with every write already, and hashing would download the corpus."""
+    local = [f.path for f in files if not f.version.lower().startswith("etag:")]
+    # Local files' hashes are remembered by file identity between runs (dataio/input_hashes.py):
+    # a rerun that skips every shard reads no input.
+    remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)])
+    return {**remembered, **fsutil.content_hashes([p for p in local if not fsutil.is_local(p)])}
+
+
+def preflight(options) -> None:
+    """What a user can get wrong about the paths, found before any input is read: the tokenizer
+    files, and an output that is a file, unwritable or full (a probe file is written and removed;
+    not with --dry-run, which writes nothing)."""
+    flags = opts.flags(options)
+    opts.validate(flags)
+    check_segmentation(flags)
+    check_tokenizer_files(flags.tokenizer_spec())
+    check_output(flags.output, probe=not flags.plan_only)
+
+
+def check_segmentation(seg) -> None:
+    """With --split-sentences the splitter itself (its flags: options.validate), built once here
+    so a missing package or punkt model fails before anything is read or written."""
+    if not seg.split_sentences:
+        return
+    from transforms import sentences
+
+    try:
+        sentences.check_splitter_options(splitter=seg.sentence_splitter, lang=seg.lang)
+        sentences.make_splitter(splitter=seg.sentence_splitter, lang=seg.lang,
+                                keep_newlines=seg.keep_newlines)
+    except (ValueError, sentences.SplitterUnavailableError) as exc:
+        raise opts.OptionsError(str(exc)) from None
+
+
+def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
+    """Each file the tokenizer is built from exists and is a file (a HuggingFace model may be a
+    folder holding tokenizer.json); raises ConfigError naming the flag and the fix."""
+    if spec.kind in tk.HF_KINDS and spec.model:
+        wanted = [("--tokenizer-model", spec.model, "a tokenizer.json or a folder holding one")]
+    elif spec.kind in tk.SP_KINDS:
+        wanted = [("--tokenizer-model", spec.model, "the SentencePiece .model file")]
+    elif spec.kind in tk.GPT2_KINDS:
+        wanted = [("--vocab-file", spec.vocab_file, "the GPT-2 vocab.json"),
+                  ("--merge-file", spec.merge_file, "the GPT-2 merges.txt")]
+    elif spec.kind in tk.TIKTOKEN_KINDS:
+        tk.check_tiktoken_spec(spec)
+        wanted = [("--tokenizer-model", spec.model, "the tiktoken vocabulary JSON")]
+    elif spec.kind in tk.WORDPIECE_KINDS:
+        wanted = [("--vocab-file", spec.vocab_file, "the WordPiece vocab.txt")]
+    elif spec.kind in tk.NULL_KINDS:
+        if spec.vocab_size is None:
+            raise errors.ConfigError("NullTokenizer needs --vocab-size N (EOD = N, as in "
+                                     "Megatron)")
+        return
+    else:
+        return
+    for flag, path, what in wanted:
+        if not path:
+            raise errors.ConfigError(f"{spec.kind} needs {flag}: {what}")
+        fs, inner = fsutil.filesystem_and_path(path)
+        if not fs.exists(inner):
+            raise errors.ConfigError(f"{flag} {path}: no such file; give {what}")
+        if fs.isdir(inner):
+            if spec.kind in tk.HF_KINDS:
+                if not fs.exists(inner.rstrip("/") + "/tokenizer.json"):
+                    raise errors.ConfigError(f"{flag} {path}: the folder holds no "
+                                             f"tokenizer.json; give {what}")
+                continue
+            inside = sorted(os.path.basename(p) for p in fs.ls(inner, detail=False)
+                            if p.endswith(".model"))[:3]
+            hint = f" (in it: {', '.join(inside)})" if inside else ""
+            raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
+    if spec.kind in tk.TIKTOKEN_KINDS + tk.WORDPIECE_KINDS:
+        # their files' contents are checked against the flags when loaded (cached for later)
+        tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))
+
+
+def check_output(output: str, *, probe: bool) -> None:
+    """The output is a folder (or can be made one) that this run can write to: a small probe
+    file is written and removed, so a read-only, unwritable or full output fails now, before
+    any work, rather than when the first shard is written."""
+    fs, inner = fsutil.filesystem_and_path(output)
+    flag = f"--output {output}"
+    if fs.isfile(inner):
+        raise errors.ConfigError(f"{flag} is a file; give a folder (created if missing)")
+    if not probe:
+        return
+    probe_path = fsutil.join(output, f".probe-{os.getpid()}")
+    try:
+        fsutil.makedirs(fs, inner)
+        fsutil.write_bytes_atomic(probe_path, b"tokenbeam write probe\n")
+        fsutil.remove(probe_path)
+    except OSError as exc:
+        message = errors.os_error_message(exc.errno, None) if exc.errno else None
+        reason = message or f"{exc.strerror or exc}; give --output a folder this run can write"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise errors.RunError(f"{flag}: {reason}") from None
+        raise errors.ConfigError(f"{flag}: cannot write there: {reason}") from None
+
+
+def plan(options, *, checked: bool = False) -> Job:
+    """Resolve inputs, tokenizer and dtype, and decide which shards to produce or skip.
+    ``checked``: :func:`preflight` ran already."""
+    io = seg = tok_opts = opts.flags(options)  # one Beam-free view of every flag
+    if not checked:
+        preflight(options)
+    spec = tok_opts.tokenizer_spec()
+    files = readers.discover(io.input, leave_out=spec.files())
+    backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
+    _LOG.info("tokenizer backend: %s (%s)", backend, why)
+    spec = dataclasses.replace(spec, backend=backend)
+    tokenizer = tk.load_tokenizer(spec)
+    if tok_opts.append_eod and tokenizer.eod is None:
+        raise opts.OptionsError(f"--append-eod: the {spec.kind} at {spec.model} names no "
+                                "end-of-sequence token (HuggingFace: eos_token in "
+                                "tokenizer_config.json); give --eod-id ID")
+    description = tk.describe(spec, tokenizer)
+    dtype = np.dtype(tok_opts.dtype) if tok_opts.dtype else indexed.optimal_dtype(tokenizer.vocab_size)
+    if tokenizer.vocab_size - 1 > np.iinfo(dtype).max:
+        raise opts.OptionsError(f"--dtype {dtype}: the vocabulary has {tokenizer.vocab_size} ids, "
+                                "which do not fit; use int32")
+    config = tokenize_config(seg, dtype=dtype.name)
+    settings = config.resume_settings()
+    hashes = _content_hashes(files) if io.verify_inputs else {}
+    output, overwrite = io.output, io.overwrite  # a Beam option lookup costs ~40 us
+    # One listing of _commits/, not a request per shard; found records checked 16 at a time.
+    records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
+
+    def states_of(f, fingerprint, names, resume_key):
+        return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key)
+                if f"{n}.json" in records else (False, "not committed yet") for n in names}
+
+    planned = []
+    for f in files:
+        # kept in each commit record, so that a later run can say what changed
+        resume_key = _resume_payload(f, description, settings, content=hashes.get(f.path))
+        fingerprint = _fingerprint_of(resume_key)
+        names = {naming.base_name(f.stem, key, config.level): (key, False)
+                 for key in config.keys}
+        if config.holdout_fraction > 0:
+            names.update({f"{HOLDOUT_DIR}/{n}": (key, True) for n, (key, _) in names.items()})
+        planned.append((f, fingerprint, names, resume_key))
+    if planned and not overwrite:
+        refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
+                              planned[0][3])
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        each = pool.map if records else map  # no record: nothing to read, no threads
+        all_states = list(each(lambda a: states_of(*a), planned))
+    shards = []
+    for (f, fingerprint, names, resume_key), states in zip(planned, all_states):
+        redo = overwrite or not all(done for done, _ in states.values())
+        for n, (key, holdout) in names.items():
+            done, why = states[n]
+            if overwrite:
+                why = "--overwrite"
+            elif redo and done:
+                why = "another shard of the same input must be redone"
+            shards.append(ShardPlan(shard=n, stem=f.stem, key=key, holdout=holdout, input=f,
+                                    fingerprint=fingerprint, skip=not redo, reason=why,
+                                    resume_key=resume_key))
+    return Job(options=options, output=io.output, spec=spec, config=config,
+               tokenizer=description, files=files, shards=shards, folder=os.getcwd())
+
+
+def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:
+    """The one settings record of a run, from its flags and the dtype the planner chose."""
+    return TokenizeConfig(keys=tuple(flags.json_keys),
+                          level="sentence" if flags.split_sentences else "document",
+                          append_eod=flags.append_eod, skip_empty=flags.skip_empty,
+                          holdout_fraction=flags.holdout_fraction, id_key=flags.id_key,
+                          splitter=flags.sentence_splitter, lang=flags.lang,
+                          keep_newlines=flags.keep_newlines, dtype=dtype,
+                          log_interval=flags.log_interval)
+
+
+def refuse_other_settings(output: str, records: set[str], names: set[str], resume_key: dict,
+                          *, looked_at: int = 3) -> None:
+    """An output holds the shards of one tokenizer and one set of options: a run whose options
+    (level, keys, EOD, dtype...) or tokenizer differ from those of shards already committed there
+    under other names is refused, naming the difference (``--overwrite`` writes beside them).
+    Only records this run does not plan are read, at most ``looked_at`` of them (a rerun of the
+    same command reads none); records without a resume key (older versions) say nothing."""
+    foreign = sorted(r[:-len(".json")] for r in records
+                     if r.endswith(".json") and r[:-len(".json")] not in names)
+    for shard in foreign[:looked_at]:
+        before = (manifest.read_commit_record(output, shard) or {}).get("resume_key")
+        if not isinstance(before, dict):
+            continue
+        if any(before.get(k) != resume_key.get(k) for k in ("tokenizer", "settings", "format")):
+            why = manifest.what_changed({**before, "input": None, "content": None},
+                                       {**resume_key, "input": None, "content": None})
+            raise opts.OptionsError(
+                f"--output {output} holds shards written with another tokenizer or other options "
+                f"(e.g. {shard}; {why}); give another --output, or --overwrite to write these "
+                "shards beside them")
+        return  # the same settings: so are the others (each run checked this)
+
+
+def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:
+    """Texts from the start of the first input files (for the tokenizer self-check)."""
+    texts: list[str] = []
+    for f in files[:max_files]:
+        end = min(f.size, 256 << 10) if f.format == "jsonl" else None
+        item = readers.WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=0,
+                                end=end, row_groups=(0,) if f.format == "parquet" else ())
+        taken = 0
+        try:
+            for out in _documents().read_documents(item, keys, max_docs=64):
+                if isinstance(out, _documents().DocumentBatch):
+                    for values in out.texts.values():
+                        for v in values:
+                            texts.extend([v] if isinstance(v, str) else v)
+                    taken += len(out)
+                if taken >= per_file:
+                    break
+        except (readers.CorruptFileError, OSError):
+            continue  # the run reports unreadable files; the sample just skips them
+    return texts
+
+
+# --- dry run -----------------------------------------------------------------------------------
+
+def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
+    """Documents and tokens extrapolated from the first ~1 MB of the file."""
+    if input_file.format in ("jsonl.gz", "jsonl.zst"):
+        return "compressed: not estimated"
+    item = readers.WorkItem(path=input_file.path, stem=input_file.stem, format=input_file.format,
+                            index=0, start=0, end=min(input_file.size, 1 << 20),
+                            row_groups=(0,) if input_file.format == "parquet" else ())
+    n_docs = n_bytes = n_tokens = 0
+    try:
+        for out in _documents().read_documents(item, job.config.keys, max_docs=256):
+            if isinstance(out, _documents().DocumentBatch):
+                n_docs += len(out)
+                n_bytes += out.num_bytes
+                for key in job.config.keys:
+                    texts = [t if isinstance(t, str) else "".join(t) for t in out.texts[key]]
+                    n_tokens += int(tokenizer.encode_batch(texts)[1].sum())
+            if n_docs >= 1000:
+                break
+    except readers.CorruptFileError as exc:
+        return f"unreadable: {exc}"
+    if not n_docs:
+        return "no documents in the sample"
+    if input_file.format == "parquet":
+        import pyarrow.parquet as pq
+
+        with fsutil.open_file(input_file.path, "rb") as fh:
+            total_docs = pq.ParquetFile(fh).metadata.num_rows
+        scale = total_docs / n_docs
+    else:
+        scale = input_file.size / max(n_bytes, 1)
+    return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens"
+
+
+def print_plan(job: Job, out=None) -> None:
+    out = out or sys.stdout
+    tokenizer = tk.load_tokenizer(job.spec)
+    print(f"tokenizer: {job.spec.kind} {job.spec.model or job.spec.vocab_file} "
+          f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
+          file=out)
+    print(f"output: {redact(job.output)}", file=out)
+    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
+    by_stem = itertools.groupby(job.shards, key=lambda s: s.stem)
+    for stem, shards in by_stem:
+        shards = list(shards)
+        f = shards[0].input
+        estimate = _estimate(job, f, tokenizer) if not shards[0].skip else ""
+        print(f"  {redact(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
+        for s in shards:
+            action = "skip" if s.skip else "write"
+            # a shard it skips is shown as committed: its name carries the recorded counts
+            record = manifest.read_commit_record(job.output, s.shard) if s.skip else None
+            name = (record or {}).get("name") or f"{s.shard}_dc=?_sc=?_tc=?"
+            print(f"    {action:5} {name}  ({s.reason})", file=out)
+    todo = len(job.to_process)
+    chosen = local_workers(job) if todo else None
+    workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""
+    print(f"plan: {todo} shards to write, {len(job.shards) - todo} to skip, "
+          f"{len(job.items())} work items{workers_line}; nothing written (--dry-run)", file=out)
+
+
+def redact(text: str) -> str:
+    return _redact(text)
+
+
+
+def announce_skips(job: Job) -> None:
+    """A line per shard skipped, and per committed shard redone (saying what changed)."""
+    for s in job.shards:
+        if s.skip:
+            print(f"skip {s.shard}: {s.reason}", flush=True)
+        elif s.reason != "not committed yet":
+            print(f"redo {s.shard}: {s.reason}", flush=True)
+
+
+def local_workers(job: Job) -> tuple[int, str] | None:
+    """(processes, why) on the local runner (``--workers``, or auto: pipelines/options.py);
+    None on any other runner, whose own configuration says how many."""
+    if not opts.runs_locally(job.options):
+        return None
+    return opts.choose_workers(job.options, backend=job.spec.backend, items=len(job.items()))
+
