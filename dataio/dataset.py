@@ -280,6 +280,9 @@ def find_datasets(patterns: Sequence[str], *, incomplete: str = "error") -> list
         found: set[str] = set()
         magic = globlib.has_magic(pattern)
         matches = fsutil.glob(pattern)
+        if fsutil.is_local(pattern) and not os.path.isabs(pattern):
+            # fsspec's local glob answers absolute paths: keep them spelled as the user did
+            matches = [os.path.relpath(m) for m in matches]
         if not matches and not magic and fsutil.exists(indexed.idx_path(pattern)):
             matches = [indexed.idx_path(pattern)]
         for match in matches:

@@ -259,6 +259,9 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
         status = command(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error it has printed (2)
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
+    except BrokenPipeError:  # stdout's reader left (``| head``): stop quietly, as cat does
+        _silence_stdout()
+        status = 128 + signal.SIGPIPE
     except KeyboardInterrupt as exc:  # Interrupted, or SIGINT without our handler (in-process)
         status = _report(exc if isinstance(exc, Interrupted) else Interrupted(signal.SIGINT))
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into statuses
@@ -266,6 +269,16 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
     if process and _fired:
         _hard_exit(_fired[0])  # the runner's threads would keep the process alive
     return status
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit raises no second BrokenPipeError
+    (Python's advice for a closed pipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a real file (tests capture it): nothing is flushed at exit
 
 
 def _report_interrupt(signum: int) -> int:

@@ -15,8 +15,15 @@ python_env() {
   fi
   local stamp=.venv/.tokenbeam-installed
   if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-    .venv/bin/pip install --quiet --upgrade pip
-    .venv/bin/pip install --quiet -e ".[azure,fast,sentences,test,bench,plot]"
+    # pip's build backend warns on every editable install: its output is shown only on failure
+    local log=.venv/.tokenbeam-install.log
+    if ! { .venv/bin/pip install --quiet --upgrade pip &&
+           .venv/bin/pip install --quiet -e ".[azure,fast,sentences,test,bench,plot]"; } \
+         >"$log" 2>&1; then
+      cat "$log" >&2
+      echo "setup: installing tokenbeam into .venv failed (the output above is in $log)" >&2
+      exit 1
+    fi
     touch "$stamp"
   fi
 }
