@@ -24,11 +24,12 @@ host a wall time is an upper bound; the tokenize rate is per CPU-second, which l
 Taken as inputs (flags; defaults from README.md's measurements, or from Azure's published
 limits, each said where it comes from): the per-job fixed cost of SLURM + Flink (about 60 s: "a
 job pays about 30 s of Flink, job-server and worker-pool start-up and teardown plus about 28 s
-of job submission", README "Running on SLURM with Flink") and of Spark (73 s submit to exit
-through Livy on the 1,200-document demo corpus, README "Running on Spark"; YARN cluster mode took
-148 s); the pipeline's efficiency against the in-memory tokenizer (0.59: 86.96 MB/s in-job against
-148.03 MB/s in memory, README "Throughput"); tokens per input byte (0.188, same table); per-node
-network bandwidth and the storage account's egress and ingress limits.
+of job submission", README "Running on SLURM with Flink") and of Spark (51 s submit to exit
+through Livy for a one-document job, README "Running on Spark"); the pipeline's efficiency
+against the in-memory tokenizer (0.69: the whole job on 708 MB, 67.59 MB/s, against gigatoken in
+memory, 97.83 MB/s, both on the same 2 cores, README "Throughput"); per-node network bandwidth
+and the storage account's egress and ingress limits. Without a measurement, the tokenize rate
+and tokens per byte are README's "Measured inputs" (65.5 MB per core-second, 0.179).
 
 The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker slots):
 
@@ -41,10 +42,13 @@ The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker
   tokens * 2 bytes) written at ``min(N * node_gbps, account ingress)``; overlapped with compute:
   the data phase takes ``max(compute, read, write)``.
 - driver, serial: planning (``files *`` the measured planning time per file, listings
-  included) before the job, and ``requests_per_shard`` (8, counted in pipelines/tokenize.py:
-  clear the failure record and the errors file before the run; read the commit record twice,
-  look for a failure record and an errors file after it) * shards * request time, one after
-  the other on the driver.
+  included) before the job; per shard, ``requests_before`` (2: clear its failure record and its
+  errors file, pipelines/tokenize.py ``prepare_output``) and, after the run, none where the
+  runner hands the sink's results back (Beam metrics: the local runner and Flink do, while the
+  string set that carries them stays under Beam's 1 MB cap, about ``RESULTS_CAP_SHARDS``
+  shards) or ``requests_after`` (3: read the commit record, look for a failure record and an
+  errors file, dataio/manifest.py) where the records are read instead (Spark's jar runs the
+  finish step on the cluster; a larger job); times the request time, one after the other.
 - commits: ``shards * commit / min(C, shards)`` (shards are finalized on workers in parallel).
 - job start-up: the runner's fixed cost, once.
 - wall = start-up + planning + data phase + commit + driver after; node-hours = N * wall / 3600.
@@ -381,8 +385,12 @@ def measure_commit(output: str, np, shards: int = 20) -> dict:
 
 # --- the model -----------------------------------------------------------------------------------
 
+# Beam caps a string-set metric at 1 MB; a shard's result is about 200 bytes of it.
+RESULTS_CAP_SHARDS = 5000
+
+
 def project(*, data_bytes: float, nodes: int, cores: int, file_bytes: float, compressed: bool,
-            m: dict, startup_s: float) -> dict:
+            m: dict, startup_s: float, results_returned: bool) -> dict:
     slots = nodes * cores
     files = max(1, math.ceil(data_bytes / file_bytes))
     item = file_bytes if compressed else min(file_bytes, m["split_bytes"])
@@ -395,14 +403,15 @@ def project(*, data_bytes: float, nodes: int, cores: int, file_bytes: float, com
     write = written / min(nodes * m["node_gbps"], m["ingress_gbps"]) / 1.25e8
     shards = files
     planning = files * m["plan_s_per_file"]
-    driver_after = shards * m["requests_per_shard"] * m["request_ms"] / 1e3
+    after = 0 if results_returned and shards <= RESULTS_CAP_SHARDS else m["requests_after"]
+    driver_after = shards * (m["requests_before"] + after) * m["request_ms"] / 1e3
     commits = math.ceil(shards / slots) * m["commit_ms"] / 1e3  # in parallel on the workers
     data_phase = max(compute, read, write)
     wall = startup_s + planning + data_phase + commits + driver_after
     terms = {"tokenize compute": even, "input skew": compute - even,
              "storage bandwidth": data_phase - compute,
              "Blob: planning (listing, records)": planning, "Blob: shard commits": commits,
-             "Blob: driver's per-shard requests after the run": driver_after,
+             "Blob: driver's per-shard requests": driver_after,
              "job start-up": startup_s}
     ranked = sorted(terms, key=terms.get, reverse=True)
     return {"wall": wall, "node_hours": nodes * wall / 3600, "files": files, "items": items,
@@ -433,13 +442,14 @@ def main(argv=None) -> int:
     p.add_argument("--flink-startup-s", type=float, default=60,
                    help="README, Running on SLURM with Flink: ~30 s start-up/teardown + ~28 s "
                         "submission and SDK workers")
-    p.add_argument("--spark-startup-s", type=float, default=73,
-                   help="README, Running on Spark: 73 s submit to exit through Livy, tiny input")
-    p.add_argument("--efficiency", type=float, default=0.59,
-                   help="README, Throughput: in-job 86.96 / in-memory 148.03 MB/s")
+    p.add_argument("--spark-startup-s", type=float, default=51,
+                   help="README, Running on Spark: 51.0 s submit to exit through Livy, one "
+                        "document")
+    p.add_argument("--efficiency", type=float, default=0.69,
+                   help="README, Throughput: the job on 708 MB 67.59 / in memory 97.83 MB/s")
     p.add_argument("--mb-per-core-s", type=float, default=None,
-                   help="tokenize MB per core-second (default: measured, fast backend; else 74, "
-                        "README's 148 MB/s on 2 cores)")
+                   help="tokenize MB per core-second (default: measured, fast backend; else "
+                        "README's measured 65.5)")
     p.add_argument("--tokens-per-byte", type=float, default=None)
     p.add_argument("--node-gbps", type=float, default=16,
                    help="network per node (a 64-core Azure VM gets 16-30 Gbit/s)")
@@ -453,9 +463,12 @@ def main(argv=None) -> int:
     p.add_argument("--commit-ms", type=float, default=None, help="commit of one shard")
     p.add_argument("--plan-ms-per-file", type=float, default=None,
                    help="driver planning per input file (default: measured)")
-    p.add_argument("--requests-per-shard", type=int, default=8,
-                   help="serial driver requests per shard (pipelines/tokenize.py: prepare_output,"
-                        " collect_results, write_metadata, _count_errors)")
+    p.add_argument("--requests-before", type=int, default=2,
+                   help="serial driver requests per shard before the run (pipelines/tokenize.py"
+                        " prepare_output)")
+    p.add_argument("--requests-after", type=int, default=3,
+                   help="serial requests per shard after the run where the records are read "
+                        "(dataio/manifest.py shard_result, count_bad_records)")
     p.add_argument("--file-gb", type=float, nargs="+", default=[1.0, 10.0],
                    help="input file sizes (GB of text) to project for")
     args = p.parse_args(argv)
@@ -524,8 +537,8 @@ def model_inputs(args, measured: dict) -> dict:
     m = {
         "split_bytes": 256 << 20,
         "efficiency": args.efficiency,
-        "mb_per_core_s": args.mb_per_core_s or fast.get("mb_per_cpu_s") or 74.0,
-        "tokens_per_byte": args.tokens_per_byte or fast.get("tokens_per_byte") or 0.188,
+        "mb_per_core_s": args.mb_per_core_s or fast.get("mb_per_cpu_s") or 65.5,
+        "tokens_per_byte": args.tokens_per_byte or fast.get("tokens_per_byte") or 0.179,
         "node_gbps": args.node_gbps, "egress_gbps": args.egress_gbps,
         "ingress_gbps": args.ingress_gbps,
         # planning on Blob storage: the measured plan of --files blobs (listing included), per
@@ -535,7 +548,7 @@ def model_inputs(args, measured: dict) -> dict:
         (plan["plan"] / plan["files"] if plan else 2e-4),
         "request_ms": args.request_ms or (az["request"]["ms"] if az.get("request") else 10.0),
         "commit_ms": args.commit_ms or (az["commit"]["ms"] if az.get("commit") else 100.0),
-        "requests_per_shard": args.requests_per_shard,
+        "requests_before": args.requests_before, "requests_after": args.requests_after,
     }
     return m
 
@@ -554,7 +567,7 @@ def print_projection(args, m: dict) -> None:
             for nodes in (10, 100):
                 r = {runner: project(data_bytes=tb * 1e12, nodes=nodes, cores=64,
                                      file_bytes=gb * 1e9, compressed=compressed, m=m,
-                                     startup_s=startup)
+                                     startup_s=startup, results_returned=runner == "flink")
                      for runner, startup in (("flink", args.flink_startup_s),
                                              ("spark", args.spark_startup_s))}
                 f = r["flink"]
