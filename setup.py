@@ -49,13 +49,13 @@ setup(
     entry_points={
         "console_scripts": [
             "tokenbeam-tokenize=pipelines.tokenize:main",
-            "tokenbeam-validate=pipelines.validate:run",
-            "tokenbeam-inspect=pipelines.inspect:run",
-            "tokenbeam-reshard=pipelines.reshard:run",
-            "tokenbeam-count=pipelines.count:run",
-            "tokenbeam-signature=pipelines.signature:run",
-            "tokenbeam-blend=pipelines.blend:run",
-            "tokenbeam-merge=pipelines.merge:run",
+            "tokenbeam-validate=pipelines.validate:main",
+            "tokenbeam-inspect=pipelines.inspect:main",
+            "tokenbeam-reshard=pipelines.reshard:main",
+            "tokenbeam-count=pipelines.count:main",
+            "tokenbeam-signature=pipelines.signature:main",
+            "tokenbeam-blend=pipelines.blend:main",
+            "tokenbeam-merge=pipelines.merge:main",
             # Started by Spark executors for each Python SDK worker (runners/spark.py).
             "tokenbeam-sdk-boot=runners.sdk_boot:main",
         ],

@@ -171,5 +171,11 @@ def _rename_dataset_idx_only(prefix: str, target: str) -> None:
     fsutil.replace(fs, src_inner + ".idx", dst_inner + ".idx")
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.count``, ``tokenbeam-count``): :func:`run`
+    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())

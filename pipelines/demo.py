@@ -16,6 +16,8 @@ import random
 import sys
 from typing import Iterator
 
+from dataio import errors
+
 # Word stock per script, written for this generator. Not meant to be meaningful text: it only
 # needs to exercise the tokenizer on many scripts, punctuation styles and whitespace.
 WORDS = {
@@ -154,6 +156,10 @@ def make_demo(out: str, *, files: int = 3, docs_per_file: int = 400, seed: int =
 
 
 def run(argv=None) -> int:
+    return errors.main(_run, argv)
+
+
+def _run(argv) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__)
     parser.add_argument("--output", required=True)
     parser.add_argument("--files", type=int, default=3)
@@ -169,4 +175,4 @@ def run(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(errors.main(_run, process=True))

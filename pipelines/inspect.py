@@ -221,5 +221,11 @@ def _run(argv) -> int:
     return 0
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.inspect``, ``tokenbeam-inspect``): :func:`run`
+    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())

@@ -279,5 +279,11 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(chosen).__name__}: {message}".strip()
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.reshard``, ``tokenbeam-reshard``): :func:`run`
+    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())

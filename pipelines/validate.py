@@ -52,5 +52,11 @@ def _run(argv) -> int:
     return 1 if failed else 0
 
 
+def main() -> int:
+    """The command line (``python -m pipelines.validate``, ``tokenbeam-validate``): :func:`run`
+    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    return errors.main(_run, process=True)
+
+
 if __name__ == "__main__":
-    sys.exit(errors.main(_run, process=True))
+    sys.exit(main())
