@@ -177,7 +177,10 @@ def inspect_killed(folder: str) -> tuple[list[str], list[str]]:
         if not result.ok:
             problems.append(f"{prefix}: {result.reason}")
     commits = os.path.join(folder, COMMITS_DIR)
-    records = sorted(os.listdir(commits)) if os.path.isdir(commits) else []
+    # a kill inside a record's atomic write leaves its hidden temporary (.NAME.json.inprogress-*),
+    # which no reader takes for a record
+    records = sorted(n for n in os.listdir(commits) if n.endswith(".json")
+                     and not n.startswith(".")) if os.path.isdir(commits) else []
     for name in records:
         with open(os.path.join(commits, name), encoding="utf-8") as f:
             record = json.load(f)
