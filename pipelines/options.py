@@ -370,24 +370,29 @@ def _accepted_classes(groups) -> list:
     return found + [cls for cls in own if cls not in found]
 
 
-def parse(argv, *, groups=GROUPS):
+def parse(argv, *, groups=GROUPS, own_flags: argparse.ArgumentParser | None = None,
+          job: str = "tokenize"):
     """Parse ``argv`` into PipelineOptions of a job whose own flags are ``groups`` (Flags
     classes of this module, by default :data:`GROUPS`, the tokenize job's, or PipelineOptions
     subclasses), refusing unknown flags and other jobs' (Beam silently drops the first and
-    accepts the second).
+    accepts the second). ``own_flags``: a parser declaring exactly the job's flags, for a job
+    that takes only some of its groups' (reshard); ``job`` names it in the refusal.
     ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    for cls in _accepted_classes(groups):
+    parser = own_flags or argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for cls in _accepted_classes(groups if own_flags is None else ()):
         try:
             cls._add_argparse_args(parser)
         except argparse.ArgumentError:
             pass  # a flag two Beam option classes both declare
     _, unknown = parser.parse_known_args(argv)
-    unknown = [u for u in unknown if u.startswith("--")]
+    unknown = [u.split("=", 1)[0] for u in unknown if u.startswith("--")]
     if unknown:
-        raise OptionsError(f"unknown flag {unknown[0]}; see --help")
+        flag = unknown[0]
+        whose = (f": it is the tokenize job's, not {job}'s" if job != "tokenize"
+                 and flag in help_parser("tokenize")._option_string_actions else "")
+        raise OptionsError(f"unknown flag {flag}{whose}; see --help")
     options = PipelineOptions(argv)
     if RunFlags in groups:
         workers = options.view_as(globals()["RunOptions"]).workers

@@ -198,21 +198,7 @@ def parse(argv: list[str]) -> PipelineOptions:
     (:func:`help_parser`) nor Beam's. Beam's parser knows every PipelineOptions class imported
     in the process, so the tokenize job's ``--tokenizer-type`` would otherwise pass and do
     nothing."""
-    parser = help_parser()
-    for cls in PipelineOptions.__subclasses__():
-        if cls.__module__.startswith("apache_beam."):
-            try:
-                cls._add_argparse_args(parser)
-            except argparse.ArgumentError:
-                pass  # a flag two Beam option classes both declare
-    _, unknown = parser.parse_known_args(argv)
-    refused = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("--")]
-    if refused:
-        flag = refused[0]
-        tokenize_flags = opts.help_parser("tokenize")._option_string_actions
-        whose = ": it is the tokenize job's, not reshard's" if flag in tokenize_flags else ""
-        raise opts.OptionsError(f"unknown flag {flag}{whose}; see --help")
-    return opts.parse(argv, groups=GROUPS)
+    return opts.parse(argv, groups=GROUPS, own_flags=help_parser(), job="reshard")
 
 
 GROUPS = (opts.InputOutputFlags, opts.RunFlags, ReshardOptions)  # parse() allows only help_parser's
