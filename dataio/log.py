@@ -108,8 +108,6 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
         # line) would install basicConfig's, and Python's last resort would print warnings.
         others.setLevel(logging.CRITICAL + 1)
     _replace_own_handlers(root, others)
-    from dataio.redact import install_logging_filter
-
     install_logging_filter(root)
     return level
 
