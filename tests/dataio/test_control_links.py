@@ -184,3 +184,16 @@ def test_links_at_the_lock_metadata_or_a_control_folder_refuse_the_run(hf_tokeni
     assert len(errors) == 1 and "symbolic link" in errors[0] and "Traceback" not in err, err
     assert _state(victim) == before
     assert sorted(os.listdir(out)) == [name]
+
+
+def test_removing_temporaries_does_not_enter_a_linked_folder(tmp_path):
+    victim = _victim_dir(tmp_path)
+    (victim / ".a_text_document_dc=1.bin.inprogress-abc").write_bytes(VICTIM_TEXT)
+    before = _state(victim)
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / ".a_text_document_dc=1.bin.inprogress-def").write_bytes(b"x")
+    os.symlink(victim, out / "linked")
+    removed = fsutil.remove_temporaries(str(out), is_temporary=indexed.is_temporary_name)
+    assert removed == [str(out / "sub" / ".a_text_document_dc=1.bin.inprogress-def")]
+    assert _state(victim) == before
