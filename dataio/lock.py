@@ -232,7 +232,8 @@ TEMPORARY_DIR = "_temporary"  # where runs keep their temporaries (dataio/sink.p
 # What tokenbeam keeps in an output folder besides the shards (dataio/manifest.py names the
 # records; tests/dataio/test_lock.py keeps the two lists in step). None may be a symbolic link:
 # a run would write or delete through it, outside the output (see dataio/fs.py "Links").
-CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "metadata.json")
+CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "metadata.json",
+                 "_commits/holdout", "_failures/holdout")  # holdout shards' records (--holdout)
 
 
 def detached_path(output: str, run_id: str) -> str:

@@ -17,7 +17,8 @@ from dataio import indexed, jsonl_sink, lock, manifest
 from pipelines import tokenize
 
 VICTIM_TEXT = b"victim: must stay as it is\n"
-CONTROLS = ["_lock", "_temporary", "_commits", "_failures", "_errors", "metadata.json"]
+CONTROLS = ["_lock", "_temporary", "_commits", "_failures", "_errors", "metadata.json",
+            "_commits/holdout", "_failures/holdout"]
 
 
 def _victim_file(tmp_path, name="victim.txt"):
@@ -52,6 +53,7 @@ def test_lock_refuses_an_output_with_a_linked_control_name(tmp_path, name):
     victim = _victim_dir(tmp_path) if name.startswith("_") and name != "_lock" \
         else _victim_file(tmp_path)
     before = _state(victim)
+    (out / name).parent.mkdir(exist_ok=True)
     os.symlink(victim, out / name)
     with pytest.raises(getattr(fsutil, "LinkedControlFileError", ValueError)) as info:
         lock.acquire(str(out), run_id="r1")
