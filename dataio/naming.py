@@ -54,7 +54,7 @@ def base_name(stem: str, key: str, level: str, *, source: str | None = None) -> 
     file the stem comes from) when the name would hold a control character."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    where = f"input {source}" if source and _CONTROL.search(stem) else f"--json-keys {key}"
+    where = f"input {source or stem}" if _CONTROL.search(stem) else f"--json-keys {key}"
     return refuse_control_characters(f"{stem}_{key}_{level}", where=where)
 
 
