@@ -14,6 +14,13 @@ Storage primitives for commit protocols (same behaviour on local disk and object
 containers, the target complete whenever it exists), :func:`write_bytes_atomic` (a small file
 appears whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`,
 :func:`remove` and :func:`remove_temporaries`.
+
+Links: nothing tokenbeam writes on local disk goes through a symbolic link planted where the
+file goes (which would overwrite a file elsewhere, e.g. another user's): new files are created
+exclusively (``O_CREAT|O_EXCL``, which refuses any link) under a unique temporary name and
+renamed over the final name (a link there is replaced, its target untouched); a file opened in
+place (the output's ``_lock``) is opened with ``O_NOFOLLOW``, and :func:`refuse_links` refuses
+an output whose own control files or folders are links. Object stores have no links.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+
+from dataio import errors
 
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
 _LOCAL = LocalFileSystem()
@@ -227,6 +236,33 @@ def remove_temporaries(folder: str, *, is_temporary: Callable[[str], bool]) -> l
     return [url_of(folder, p) for p in doomed]
 
 
+class LinkedControlFileError(errors.ConfigError):
+    """A file or folder tokenbeam keeps in an output is a symbolic link (exit status 2)."""
+
+
+def link_refusal(path: str) -> LinkedControlFileError:
+    try:
+        target = f" (to {os.readlink(path)!r})"
+    except OSError:
+        target = ""
+    return LinkedControlFileError(
+        f"{path!r} is a symbolic link{target}; tokenbeam never writes its control files through "
+        f"a link (it would overwrite the file it points to): remove the link, then rerun")
+
+
+def refuse_links(folder: str, names) -> None:
+    """Raise :class:`LinkedControlFileError` when one of ``names`` directly in the local
+    ``folder`` is a symbolic link: tokenbeam would write or delete through it, outside the
+    output. Nothing to check on object stores (no links there)."""
+    if not is_local(folder):
+        return
+    base = os.path.abspath(folder.removeprefix("file://"))
+    for name in names:
+        path = os.path.join(base, name)
+        if os.path.islink(path):
+            raise link_refusal(path)
+
+
 def read_bytes(path: str) -> bytes:
     with open_file(path, "rb") as f:
         return f.read()
@@ -237,7 +273,8 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     the one atomic small write of tokenbeam (commit records, metadata, caches, reports).
 
     Local: a uniquely named temporary beside it (``.NAME.inprogress-*``, which
-    :func:`remove_temporaries` recognises should a crash leave it), fsync, rename. Azure: one Put
+    :func:`remove_temporaries` recognises should a crash leave it), created exclusively, fsync,
+    rename: a symbolic link at ``path`` is replaced, never written through. Azure: one Put
     Blob, already all-or-nothing (a temporary + copy + delete would add 3 requests). Other
     fsspec URLs: a temporary, then :func:`replace`."""
     if is_local(path):

@@ -397,7 +397,8 @@ class IndexedDatasetWriter:
         self._local = fsutil.is_local(prefix)
         # Local files skip fsspec's Python-level wrapper (a measurable cost per document) and
         # get a larger buffer than the default 8 KiB, so small documents make few syscalls.
-        self._bin = (open(self._tmp_bin, "wb", buffering=_WRITE_BUFFER_BYTES)
+        # "xb": temporaries are new files (O_EXCL: never a link someone planted at the name).
+        self._bin = (open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
                      if self._local else self._fs.open(self._tmp_bin, "wb"))
         self._write = self._bin.write
         self._lengths = _SpillBuffer(np.int32)
@@ -493,7 +494,7 @@ class IndexedDatasetWriter:
         try:
             os.link(source, self._tmp_bin)
         except OSError:  # a filesystem without hard links (some FUSE, SMB): copy instead
-            self._bin = open(self._tmp_bin, "wb", buffering=_WRITE_BUFFER_BYTES)
+            self._bin = open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
             self._write = self._bin.write
             self.add_index(prefix)
             return
@@ -535,7 +536,8 @@ class IndexedDatasetWriter:
             return
         try:
             self._bin.close()
-            with self._fs.open(self._tmp_idx, "wb") as out:
+            with (open(self._tmp_idx, "xb") if self._local
+                  else self._fs.open(self._tmp_idx, "wb")) as out:
                 out.write(encode_header(self.dtype, self._lengths.count, self._doc_ends.count))
                 for chunk in self._lengths.chunks():
                     out.write(np.ascontiguousarray(chunk, dtype="<i4").data)

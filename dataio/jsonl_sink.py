@@ -79,7 +79,7 @@ def write_lines(path: str, lines: Iterable[bytes], *, compression: str) -> Writt
     fs, inner = fsutil.filesystem_and_path(path)
     count = size = 0
     fsutil.makedirs(fs, inner.rsplit("/", 1)[0])
-    raw = fs.open(inner, "wb")
+    raw = fs.open(inner, "xb" if fsutil.is_local(path) else "wb")  # a new file, never a link
     try:
         out = _open_compressed(raw, compression)
         sink = out if out is not None else raw

@@ -11,6 +11,9 @@ dies, however it dies, so a lock left by a killed run is stale by construction: 
 takes it over, says so, and may then remove every leftover of dead runs (``_temporary/``).
 Over NFS, Linux maps ``flock`` onto NFS byte-range locks, which the server releases when the
 client holding them dies. A file system without locks is refused (exit status 2), naming it.
+The lock is opened with ``O_NOFOLLOW``, and an output whose control files or folders
+(:data:`CONTROL_NAMES`: ``_lock``, ``_temporary/``, ``_commits/``...) are symbolic links is
+refused (exit status 2): a link planted there would have the run write or delete elsewhere.
 
 A run whose pipeline runs elsewhere and may outlive its launcher (a Spark batch submitted by
 ``runners/spark.py``) also leaves a *detached hold*, ``{output}/_temporary/{run id}/detached.json``
@@ -175,8 +178,18 @@ def acquire(output: str, *, run_id: str, command: str = "") -> OutputLock:
 
 
 def _acquire_local(path: str, *, run_id: str, text: str) -> OutputLock:
+    fsutil.refuse_links(os.path.dirname(path), CONTROL_NAMES)
     for _ in range(10):
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:  # a link planted since refuse_links looked
+                raise fsutil.link_refusal(path) from None
+            raise
+        if os.fstat(fd).st_nlink > 1:  # a hard link to another file: writing it would clobber it
+            os.close(fd)
+            raise fsutil.LinkedControlFileError(
+                f"{path!r} is a hard link to another file; remove it, then rerun")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -216,6 +229,11 @@ def _read(fd: int) -> str:
 
 DETACHED_NAME = "detached.json"
 TEMPORARY_DIR = "_temporary"  # where runs keep their temporaries (dataio/sink.py uses this name)
+# What tokenbeam keeps in an output folder besides the shards (dataio/manifest.py names the
+# records; tests/dataio/test_lock.py keeps the two lists in step). None may be a symbolic link:
+# a run would write or delete through it, outside the output (see dataio/fs.py "Links").
+CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "metadata.json",
+                 "_commits/holdout", "_failures/holdout")  # holdout shards' records (--holdout)
 
 
 def detached_path(output: str, run_id: str) -> str:

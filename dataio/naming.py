@@ -2,20 +2,60 @@
 
 ``dc`` counts every document in the file (empty ones included, = D - 1 of the index), ``sc``
 every sequence (N) and ``tc`` every token (the sum of the sequence lengths).
+
+A shard name never holds a control character (C0 and C1 controls, DEL, the Unicode line and
+paragraph separators): a name becomes a Megatron ``--data-path`` entry, a shell word in
+``data_path.sh``, a CSV field, a line of a listing, and a newline or escape there ends a line
+(or a comment) early for the reader. The planner refuses such an input with one line
+(:func:`base_name` raises :class:`UnsafeNameError`); files that name datasets written otherwise
+print the name through :func:`printable`.
 """
 
 from __future__ import annotations
 
 import re
 
+from dataio import errors
+
 _COUNTS = re.compile(r"_dc=(\d+)_sc=(\d+)_tc=(\d+)$")
 LEVELS = ("document", "sentence")
 
 
-def base_name(stem: str, key: str, level: str) -> str:
+# C0 controls (newline, tab, escape...), DEL, C1 controls (U+0085 is a newline to Python), and
+# U+2028/U+2029, which end a line for Python's str.splitlines and JavaScript.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+class UnsafeNameError(errors.ConfigError):
+    """An input whose name would put a control character into a shard name (exit status 2)."""
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (``\\n``, ``\\x1b``,
+    ``\\u2028``): for messages and comments, which a raw newline would end."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def refuse_control_characters(name: str, *, where: str) -> str:
+    """``name`` (a shard name or a part of one), or :class:`UnsafeNameError` saying that
+    ``where`` (the input file or flag it comes from) would put a control character into a
+    shard name."""
+    found = _CONTROL.search(name)
+    if found:
+        raise UnsafeNameError(
+            f"{printable(where)}: '{printable(name)}' would put the control character "
+            f"{printable(found.group())} into a shard name, which breaks Megatron's --data-path "
+            "and shell scripts; rename it without control characters (newline, tab, escape...)")
+    return name
+
+
+def base_name(stem: str, key: str, level: str, *, source: str | None = None) -> str:
+    """``{stem}_{key}_{level}``; raises :class:`UnsafeNameError` naming ``source`` (the input
+    file the stem comes from) when the name would hold a control character."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    return f"{stem}_{key}_{level}"
+    where = f"input {source or stem}" if _CONTROL.search(stem) else f"--json-keys {key}"
+    return refuse_control_characters(f"{stem}_{key}_{level}", where=where)
 
 
 def with_counts(base: str, documents: int, sequences: int, tokens: int) -> str:

@@ -263,7 +263,7 @@ def plan(options, *, checked: bool = False) -> Job:
         # kept in each commit record, so that a later run can say what changed
         resume_key = _resume_payload(f, description, settings, content=hashes.get(f.path))
         fingerprint = _fingerprint_of(resume_key)
-        names = {naming.base_name(f.stem, key, config.level): (key, False)
+        names = {naming.base_name(f.stem, key, config.level, source=f.path): (key, False)
                  for key in config.keys}
         if config.holdout_fraction > 0:
             names.update({f"{HOLDOUT_DIR}/{n}": (key, True) for n, (key, _) in names.items()})

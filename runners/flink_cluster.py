@@ -129,10 +129,25 @@ def write_conf_dir(conf: dict, *, home: str, out: str) -> str:
         if os.path.exists(src):
             shutil.copyfile(src, os.path.join(out, name))
     with open(os.path.join(out, "config.yaml"), "w", encoding="utf-8") as f:
-        # Flat "key: value" lines: every Flink version reads them.
-        for key, value in conf.items():
-            f.write(f"{key}: {json.dumps(value) if isinstance(value, str) else value}\n")
+        f.write(render_conf(conf))
     return out
+
+
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def render_conf(conf: dict) -> str:
+    """Flat ``key: value`` lines, which every Flink version reads. Strings are double-quoted
+    YAML scalars with every control character escaped (JSON's escapes are YAML's), keys too
+    unless plain: no value (a path holding a newline, ``: `` or ``#``) can end a line early or
+    add a key."""
+    lines = []
+    for key, value in conf.items():
+        key = str(key)
+        shown_key = key if _PLAIN_KEY.fullmatch(key) else json.dumps(key)
+        shown = json.dumps(value) if isinstance(value, str) else value
+        lines.append(f"{shown_key}: {shown}\n")
+    return "".join(lines)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

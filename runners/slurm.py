@@ -164,7 +164,7 @@ def submit(cfg: dict, pipeline_args: list[str], *, no_submit: bool = False,
     else:
         os.makedirs(os.path.join(cfg["log_dir"], "scripts"), exist_ok=True)
         script = os.path.join(cfg["log_dir"], "scripts", name)
-    with open(script, "w", encoding="utf-8") as f:
+    with open(script, "x", encoding="utf-8") as f:  # a new file: never through a planted link
         f.write(text)
     os.chmod(script, 0o750)
     cmd = sbatch_command(script, cfg["log_dir"])

@@ -38,6 +38,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -532,8 +533,9 @@ def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
         prefix = ""
         if cfg["master"] == "yarn":
             request["env"] = {"HADOOP_CONF_DIR": spark_submit_env(cfg)["HADOOP_CONF_DIR"]}
-            prefix = f"HADOOP_CONF_DIR={request['env']['HADOOP_CONF_DIR']} "
-        how = "run: " + prefix + " ".join(request["argv"])
+            prefix = f"HADOOP_CONF_DIR={shlex.quote(request['env']['HADOOP_CONF_DIR'])} "
+        # a line to paste into a shell: every word quoted (paths and globs are user text)
+        how = "run: " + prefix + shlex.join(request["argv"])
     else:
         url = batches_url(cfg) + "/batches"
         request = {"method": "POST", "url": url, "body": batch_body(cfg, staged, run_id=run_id)}

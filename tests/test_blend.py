@@ -343,3 +343,42 @@ def test_total_tokens_forms():
     for bad in ("0", "-5", "1.5", "12X"):
         with pytest.raises(blend_cli.UsageError):
             blend_cli.parse_token_count(bad)
+
+
+# --- hostile names (issue 23 item 1): sourcing the script runs nothing, the report round-trips --
+
+# the language is the name's first "_" field, so it holds none
+HOSTILE_LANG = "en\ntouch PWNEDA; $(touch PWNEDB) `touch PWNEDC` 'q' \"dq\" \r\x1b"
+HOSTILE_NAMES = [
+    f"{HOSTILE_LANG}_web_a'b\"c;touch PWNED_D_text_document_dc=3_sc=3_tc=100",
+    "de_web_x\n$(touch PWNED_E)`touch PWNED_F`;touch PWNED_G\t|x_text_document_dc=2_sc=2_tc=50",
+]
+
+
+def test_hostile_names_stay_literal_in_script_and_report(tmp_path):
+    signature, ratio, lang = tmp_path / "sig.json", tmp_path / "r.json", tmp_path / "l.json"
+    signature.write_text(json.dumps(HOSTILE_NAMES))
+    ratio.write_text('{"web": 1}')
+    lang.write_text(json.dumps({HOSTILE_LANG: 1, "de": 1}))
+    prefix = "/data/$(touch PWNED_H)/x\ny;`touch PWNED_I`"
+    report = tmp_path / "report.csv"
+    code, script = _cli(tmp_path, "--signature", str(signature), "--data-ratio", str(ratio),
+                        "--lang-prob", str(lang), "--total-tokens", "100", "--path-prefix",
+                        prefix, "--report", str(report))
+    assert code == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\0" "${DATA_PATH[@]}"', "_",
+                           str(script)], capture_output=True, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(work) == [], "sourcing data_path.sh ran a command"
+    values = proc.stdout.decode().split("\0")[:-1]
+    assert values[0] == "--data-path"
+    assert sorted(zip(values[1::2], values[2::2])) == sorted(
+        ("0.5", f"{prefix}/{name}") for name in HOSTILE_NAMES)
+    with open(report, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    shards = [r for r in rows if r["level"] == "shard"]
+    assert sorted(r["shard"] for r in shards) == sorted(HOSTILE_NAMES)
+    assert {r["language"] for r in shards} == {HOSTILE_LANG, "de"}
+    assert all(len(r) == len(bl.REPORT_COLUMNS) and None not in r for r in rows)

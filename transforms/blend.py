@@ -284,7 +284,9 @@ def format_probability(p: Fraction) -> str:
 
 
 def render_script(blend: Blend) -> str:
-    """A bash file defining ``DATA_PATH=( --data-path "p1" "path1" ... )``."""
+    """A bash file defining ``DATA_PATH=( --data-path "p1" "path1" ... )``. Every name is one
+    quoted word (:func:`bash_word`) or, in a comment, escaped (:func:`dataio.naming.printable`):
+    sourcing the file defines DATA_PATH and runs nothing, whatever the shard names hold."""
     used = blend.used
     lines = [
         "#!/usr/bin/env bash",
@@ -293,7 +295,9 @@ def render_script(blend: Blend) -> str:
         "# Use: source this file, then pass \"${DATA_PATH[@]}\" to pretrain_gpt.py.",
     ]
     for lang in sorted(blend.lang_prob):
-        lines.append(f"#   {lang}: probability {float(blend.lang_prob[lang]):.6g}")
+        # A comment ends at a newline: names in comments are written with escapes.
+        lines.append(f"#   {naming.printable(lang)}: probability "
+                     f"{float(blend.lang_prob[lang]):.6g}")
     lines.append("DATA_PATH=(")
     lines.append("  --data-path")
     for s in used:

@@ -51,7 +51,7 @@ import orjson
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, readers
+from dataio import jsonl_sink, naming, readers
 
 FIELD_FLAGS = ("language", "domain", "subdomain")
 SPLIT = "split"
@@ -117,6 +117,7 @@ def check_template(template: str) -> list[str]:
                            "group would get the same name (e.g. add _split_{split:05d})")
     if "/" in template or "\\" in template:
         raise ReshardError(f"--name-template {template!r}: names cannot contain folders")
+    naming.refuse_control_characters(template, where="--name-template")
     others = [f for f in fields if f != SPLIT]
     try:
         template.format(**{f: "x" for f in others}, split=0)
@@ -156,6 +157,8 @@ def fields_of(path: str, *, regex: re.Pattern | None, flags: dict[str, str],
         raise ReshardError(f"{path}: no value for {{{missing[0]}}} in --name-template; give {hint}")
     for key in needed:
         value = fields[key]
+        naming.refuse_control_characters(
+            value, where=f"--{key}" if key in flags else f"input {path} ({{{key}}})")
         if not value or "/" in value or "\\" in value:
             raise ReshardError(f"{path}: field {key}={value!r} must be non-empty text without "
                                "slashes")
