@@ -87,8 +87,9 @@ class _SortedSearch:
 
 
 class Shard:
-    """One ``.bin/.idx`` pair. The ``.idx`` is opened at once (counts, and a size check of the
-    ``.bin``), the ``.bin`` on the first read; after unpickling both reopen on first use."""
+    """One ``.bin/.idx`` pair. The ``.idx`` is opened and checked at once (the format's checks
+    and the ``.bin``'s size: :func:`dataio.indexed.read_index`), the ``.bin`` on the first read;
+    after unpickling both reopen (and the ``.idx`` is checked again) on first use."""
 
     def __init__(self, prefix: str):
         self.prefix = indexed.prefix_of(prefix)
@@ -101,15 +102,10 @@ class Shard:
         self.dtype: np.dtype = self.header.dtype
         self.sequence_count = self.header.sequence_count
         self.document_count = self.header.document_count
-        # Tokens = end of the last sequence; O(1), unlike summing every length.
+        # Tokens = end of the last sequence; O(1), unlike summing every length (read_index
+        # checked that the pointers are the lengths' prefix sums).
         self.token_count = (int(pointers[-1]) // self.dtype.itemsize + int(lengths[-1])
                             if len(lengths) else 0)
-        bin_size = fsutil.size(indexed.bin_path(self.prefix))
-        if bin_size != self.token_count * self.dtype.itemsize:
-            raise indexed.FormatError(
-                f"{indexed.bin_path(self.prefix)} is {bin_size} bytes but its .idx describes "
-                f"{self.token_count} {self.dtype} tokens; the pair is truncated or mismatched "
-                f"(check it with: python -m pipelines.validate {self.prefix})")
 
     @property
     def name(self) -> str:
@@ -118,11 +114,16 @@ class Shard:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(sequence_lengths, sequence_pointers, document_indices)`` of the ``.idx``."""
         if self._arrays is None:
+            # Checked against the format and the .bin's size (dataio/indexed.py: check_index)
+            # before any pointer is followed: a damaged pair is one FormatError naming it.
             path = indexed.idx_path(self.prefix)
-            index = indexed.read_index(path)
+            try:
+                index = indexed.read_index(
+                    path, bin_size=fsutil.size(indexed.bin_path(self.prefix)))
+            except indexed.FormatError as exc:
+                raise indexed.FormatError(f"{exc}; check it with: python -m pipelines.validate "
+                                          f"{self.prefix}") from None
             self.header = index.header
-            if self.header.document_index_count < 1:
-                raise indexed.FormatError(f"{path}: document_indices is empty (D=0)")
             self._arrays = (index.sequence_lengths, index.sequence_pointers,
                             index.document_indices)
         return self._arrays
