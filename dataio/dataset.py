@@ -48,7 +48,7 @@ import numpy as np
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import indexed
+from dataio import indexed, manifest
 from dataio.readers import InputError
 
 SPLIT_NAMES = ("train", "holdout")
@@ -370,6 +370,20 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
         raise FileNotFoundError(f"no dataset at {', '.join(missing)} (expected PREFIX.idx and "
                                 "PREFIX.bin)")
     return prefixes
+
+
+def tokenize_output_of(folder: str) -> tuple[str, str] | None:
+    """``(output, subfolder)`` when ``folder`` holds the shards of a tokenize output (one with
+    commit records, ``_commits/``): the output itself (``""``) or its ``holdout/`` folder;
+    None for any other folder."""
+    base = folder.rstrip("/") or folder
+    if is_folder(fsutil.join(base, manifest.COMMITS_DIR)):
+        return base, ""
+    if os.path.basename(base) == HOLDOUT_DIR:
+        parent = _parent(base)
+        if is_folder(fsutil.join(parent, manifest.COMMITS_DIR)):
+            return parent, HOLDOUT_DIR
+    return None
 
 
 def metadata_files(prefixes: Sequence[str]) -> list[tuple[str, dict]]:

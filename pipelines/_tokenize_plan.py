@@ -254,10 +254,6 @@ def plan(options, *, checked: bool = False) -> Job:
     # One listing of _commits/, not a request per shard; found records checked 16 at a time.
     records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
 
-    def states_of(f, fingerprint, names, resume_key):
-        return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key)
-                if f"{n}.json" in records else (False, "not committed yet") for n in names}
-
     planned = []
     for f in files:
         # kept in each commit record, so that a later run can say what changed
@@ -271,6 +267,16 @@ def plan(options, *, checked: bool = False) -> Job:
     if planned and not overwrite:
         refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
                               planned[0][3])
+    # A record counts only if its files are there with the recorded sizes: checked against one
+    # listing of each folder the shards go to, not a request per file.
+    sizes = manifest.listed_sizes(output, {os.path.dirname(n) for _, _, names, _ in planned
+                                           for n in names}) if records else {}
+
+    def states_of(f, fingerprint, names, resume_key):
+        return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key,
+                                         sizes=sizes)
+                if f"{n}.json" in records else (False, "not committed yet") for n in names}
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         each = pool.map if records else map  # no record: nothing to read, no threads
         all_states = list(each(lambda a: states_of(*a), planned))
