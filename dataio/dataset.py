@@ -48,7 +48,7 @@ import numpy as np
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import indexed, manifest
+from dataio import indexed, manifest, naming
 from dataio.readers import InputError
 
 SPLIT_NAMES = ("train", "holdout")
@@ -357,6 +357,7 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
             if not prefixes:
                 raise FileNotFoundError(f"no .bin/.idx datasets in {folder}; pass the --output "
                                         "folder of pipelines.tokenize or a list of prefixes")
+            refuse_mixed_tokenizers(folder, prefixes)  # a list of prefixes is taken as named
             return prefixes
         path_or_prefixes = [path]
     if isinstance(split, str):
@@ -372,6 +373,10 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
     return prefixes
 
 
+class MixedTokenizersError(errors.RunError, ValueError):
+    """A folder holds shards written with different tokenizers (exit status 1: the data)."""
+
+
 def tokenize_output_of(folder: str) -> tuple[str, str] | None:
     """``(output, subfolder)`` when ``folder`` holds the shards of a tokenize output (one with
     commit records, ``_commits/``): the output itself (``""``) or its ``holdout/`` folder;
@@ -384,6 +389,47 @@ def tokenize_output_of(folder: str) -> tuple[str, str] | None:
         if is_folder(fsutil.join(parent, manifest.COMMITS_DIR)):
             return parent, HOLDOUT_DIR
     return None
+
+
+def refuse_mixed_tokenizers(folder: str, prefixes: Sequence[str]) -> None:
+    """Raise :class:`MixedTokenizersError` when the datasets ``prefixes`` of the tokenize output
+    folder ``folder`` were written with more than one tokenizer, as their commit records say
+    (an ``--overwrite`` run with another tokenizer rewrites only the shards it plans). Datasets
+    without a record (other tools' files) and folders without records say nothing."""
+    where = tokenize_output_of(folder)
+    if where is None:
+        return
+    output, sub = where
+    records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
+    by_tokenizer: dict[str, list[str]] = {}
+    for prefix in prefixes:
+        name = os.path.basename(prefix)
+        shard = naming.strip_counts(name)
+        shard = f"{sub}/{shard}" if sub else shard
+        if f"{shard}.json" not in records:
+            continue
+        tokenizer = manifest.tokenizer_of(manifest.read_commit_record(output, shard))
+        if tokenizer is not None:
+            by_tokenizer.setdefault(tokenizer, []).append(name)
+    if len(by_tokenizer) < 2:
+        return
+    recorded = {}
+    for _, meta in metadata_files(prefixes):
+        tok = meta.get("tokenizer") or {}
+        recorded[tuple(f.get("sha256") for f in tok.get("files") or [])] = tok.get("model")
+    described = []
+    for tokenizer, names in sorted(by_tokenizer.items(), key=lambda kv: kv[1][0]):
+        files, kind = json.loads(tokenizer)[:2]
+        model = recorded.get(tuple(files))
+        who = f"{kind} {model}" if model else f"{kind} with files sha256 {files[0][:12]}..." \
+            if files else str(kind)
+        shown = ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+        described.append(f"{who} ({shown})")
+    raise MixedTokenizersError(
+        f"{folder} holds shards of {len(described)} tokenizers: {'; '.join(described)} "
+        "(an --overwrite run with another tokenizer rewrites only the shards it plans); delete "
+        "the shards of the tokenizer you do not want (and their _commits/ records), or name "
+        "the shards of one tokenizer explicitly (their prefixes)")
 
 
 def metadata_files(prefixes: Sequence[str]) -> list[tuple[str, dict]]:

@@ -142,6 +142,16 @@ def commit_record_problems(output: str, folder: str = "") -> list[tuple[str, str
     return problems
 
 
+def tokenizer_of(record: dict | None) -> str | None:
+    """The identity of the tokenizer a commit record's shard was written with (its files'
+    sha256, kind, EOD and options, as its resume key keeps them), or None when the record
+    does not say (older records)."""
+    key = (record or {}).get("resume_key")
+    if not isinstance(key, dict) or key.get("tokenizer") is None:
+        return None
+    return json.dumps(key["tokenizer"], sort_keys=True)
+
+
 def what_changed(before: dict | None, now: dict | None) -> str:
     """Why a committed shard's resume key differs, in words: the input (path, size or
     modification time; its content), the tokenizer, which options, or tokenbeam's format."""

@@ -6,7 +6,7 @@ order, the PATHs in the order given).
 Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
 only when every dataset passes (and at least one was found). For a tokenize output folder (one
 with ``_commits/``) also a ``FAIL`` line per commit record whose files are missing or not of the
-recorded sizes.
+recorded sizes, and one when its shards come from more than one tokenizer.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ def _run(argv) -> int:
 
 def output_problems(folder: str, prefixes: list[str]) -> list[str]:
     """FAIL lines for what a tokenize output folder's records say is wrong: a commit record
-    whose files are missing or not of the recorded sizes (the shard is redone by a rerun)."""
+    whose files are missing or not of the recorded sizes (the shard is redone by a rerun), and
+    shards of more than one tokenizer (the loader refuses them)."""
     where = dataset.tokenize_output_of(folder)
     if where is None:
         return []
@@ -70,6 +71,10 @@ def output_problems(folder: str, prefixes: list[str]) -> list[str]:
     lines = [f"FAIL {manifest.commit_record_path(output, shard)}  {problem}; rerun the tokenize "
              "command to redo the shard" for shard, problem in
              manifest.commit_record_problems(output, sub)]
+    try:
+        dataset.refuse_mixed_tokenizers(folder, prefixes)
+    except dataset.MixedTokenizersError as exc:
+        lines.append(f"FAIL {exc}")
     return lines
 
 
