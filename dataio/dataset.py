@@ -21,6 +21,10 @@ dropped and windows may span shard boundaries. Contract:
   in its ``holdout/`` subfolder (where the tokenize job writes holdout shards); a pair
   ``(start, end)`` of fractions = the windows ``[floor(start*n), floor(end*n))`` of the packed
   stream (a contiguous, Megatron-style split that also works on a list of prefixes).
+- A tokenize output folder whose commit records show shards of more than one tokenizer (an
+  ``--overwrite`` run with another tokenizer rewrites only the shards it plans) is refused
+  (:class:`MixedTokenizersError`, one line naming both and the fix); a list of prefixes is
+  loaded as given. Every ``.idx`` is checked as ``validate`` checks it before it is used.
 - ``vocab_size`` comes from ``metadata.json`` beside the shards (for ``holdout/``, the one in the
   parent folder): ``{"tokenizer": {"vocab_size": N}}``; ``None`` without one.
 - A dataset pickles without its open maps and files (they reopen lazily), so it can be handed
@@ -35,6 +39,7 @@ however spelled); and of :data:`HOLDOUT_DIR`, where the tokenize job writes hold
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import functools
 import glob as globlib
 import json
@@ -401,14 +406,19 @@ def refuse_mixed_tokenizers(folder: str, prefixes: Sequence[str]) -> None:
         return
     output, sub = where
     records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
-    by_tokenizer: dict[str, list[str]] = {}
+    shards = {}  # dataset name -> its shard's record, for the datasets that have one
     for prefix in prefixes:
         name = os.path.basename(prefix)
         shard = naming.strip_counts(name)
         shard = f"{sub}/{shard}" if sub else shard
-        if f"{shard}.json" not in records:
-            continue
-        tokenizer = manifest.tokenizer_of(manifest.read_commit_record(output, shard))
+        if f"{shard}.json" in records:
+            shards[name] = shard
+    # One small read per record; 16 at a time (object stores: a request each).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda shard: manifest.tokenizer_of(
+            manifest.read_commit_record(output, shard)), shards.values()))
+    by_tokenizer: dict[str, list[str]] = {}
+    for name, tokenizer in zip(shards, found):
         if tokenizer is not None:
             by_tokenizer.setdefault(tokenizer, []).append(name)
     if len(by_tokenizer) < 2:
