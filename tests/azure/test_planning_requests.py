@@ -58,7 +58,8 @@ def test_rerun_planning_checks_commit_records_from_one_listing(azurite, containe
 
     client = azurite.service().get_container_client(container)
     gone = manifest.read_commit_record(output, "web_03_text_document")["name"]
-    resized = manifest.read_commit_record(output, "web_07_text_document")["name"]
+    record = manifest.read_commit_record(output, "web_07_text_document")
+    resized = record["name"]
     client.delete_blob(f"out/{gone}.bin")
     client.upload_blob(f"out/{resized}.bin", b"\0\0", overwrite=True)
     job, _ = plan()
@@ -66,4 +67,4 @@ def test_rerun_planning_checks_commit_records_from_one_listing(azurite, containe
     assert redo == {
         "web_03_text_document": f"{gone}.bin is missing (its commit record names it)",
         "web_07_text_document": f"{resized}.bin is 2 bytes but its commit record says "
-                                f"{manifest.read_commit_record(output, 'web_07_text_document')['bin_size']}"}
+                                f"{record['bin_size']}"}
