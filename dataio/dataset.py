@@ -21,6 +21,10 @@ dropped and windows may span shard boundaries. Contract:
   in its ``holdout/`` subfolder (where the tokenize job writes holdout shards); a pair
   ``(start, end)`` of fractions = the windows ``[floor(start*n), floor(end*n))`` of the packed
   stream (a contiguous, Megatron-style split that also works on a list of prefixes).
+- A tokenize output folder whose commit records show shards of more than one tokenizer (an
+  ``--overwrite`` run with another tokenizer rewrites only the shards it plans) is refused
+  (:class:`MixedTokenizersError`, one line naming both and the fix); a list of prefixes is
+  loaded as given. Every ``.idx`` is checked as ``validate`` checks it before it is used.
 - ``vocab_size`` comes from ``metadata.json`` beside the shards (for ``holdout/``, the one in the
   parent folder): ``{"tokenizer": {"vocab_size": N}}``; ``None`` without one.
 - A dataset pickles without its open maps and files (they reopen lazily), so it can be handed
@@ -35,6 +39,7 @@ however spelled); and of :data:`HOLDOUT_DIR`, where the tokenize job writes hold
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import functools
 import glob as globlib
 import json
@@ -48,7 +53,7 @@ import numpy as np
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import indexed
+from dataio import indexed, manifest, naming
 from dataio.readers import InputError
 
 SPLIT_NAMES = ("train", "holdout")
@@ -87,8 +92,9 @@ class _SortedSearch:
 
 
 class Shard:
-    """One ``.bin/.idx`` pair. The ``.idx`` is opened at once (counts, and a size check of the
-    ``.bin``), the ``.bin`` on the first read; after unpickling both reopen on first use."""
+    """One ``.bin/.idx`` pair. The ``.idx`` is opened and checked at once (the format's checks
+    and the ``.bin``'s size: :func:`dataio.indexed.read_index`), the ``.bin`` on the first read;
+    after unpickling both reopen (and the ``.idx`` is checked again) on first use."""
 
     def __init__(self, prefix: str):
         self.prefix = indexed.prefix_of(prefix)
@@ -101,15 +107,10 @@ class Shard:
         self.dtype: np.dtype = self.header.dtype
         self.sequence_count = self.header.sequence_count
         self.document_count = self.header.document_count
-        # Tokens = end of the last sequence; O(1), unlike summing every length.
+        # Tokens = end of the last sequence; O(1), unlike summing every length (read_index
+        # checked that the pointers are the lengths' prefix sums).
         self.token_count = (int(pointers[-1]) // self.dtype.itemsize + int(lengths[-1])
                             if len(lengths) else 0)
-        bin_size = fsutil.size(indexed.bin_path(self.prefix))
-        if bin_size != self.token_count * self.dtype.itemsize:
-            raise indexed.FormatError(
-                f"{indexed.bin_path(self.prefix)} is {bin_size} bytes but its .idx describes "
-                f"{self.token_count} {self.dtype} tokens; the pair is truncated or mismatched "
-                f"(check it with: python -m pipelines.validate {self.prefix})")
 
     @property
     def name(self) -> str:
@@ -118,11 +119,16 @@ class Shard:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(sequence_lengths, sequence_pointers, document_indices)`` of the ``.idx``."""
         if self._arrays is None:
+            # Checked against the format and the .bin's size (dataio/indexed.py: check_index)
+            # before any pointer is followed: a damaged pair is one FormatError naming it.
             path = indexed.idx_path(self.prefix)
-            index = indexed.read_index(path)
+            try:
+                index = indexed.read_index(
+                    path, bin_size=fsutil.size(indexed.bin_path(self.prefix)))
+            except indexed.FormatError as exc:
+                raise indexed.FormatError(f"{exc}; check it with: python -m pipelines.validate "
+                                          f"{self.prefix}") from None
             self.header = index.header
-            if self.header.document_index_count < 1:
-                raise indexed.FormatError(f"{path}: document_indices is empty (D=0)")
             self._arrays = (index.sequence_lengths, index.sequence_pointers,
                             index.document_indices)
         return self._arrays
@@ -356,6 +362,7 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
             if not prefixes:
                 raise FileNotFoundError(f"no .bin/.idx datasets in {folder}; pass the --output "
                                         "folder of pipelines.tokenize or a list of prefixes")
+            refuse_mixed_tokenizers(folder, prefixes)  # a list of prefixes is taken as named
             return prefixes
         path_or_prefixes = [path]
     if isinstance(split, str):
@@ -369,6 +376,70 @@ def resolve_prefixes(path_or_prefixes, split=None) -> list[str]:
         raise FileNotFoundError(f"no dataset at {', '.join(missing)} (expected PREFIX.idx and "
                                 "PREFIX.bin)")
     return prefixes
+
+
+class MixedTokenizersError(errors.RunError, ValueError):
+    """A folder holds shards written with different tokenizers (exit status 1: the data)."""
+
+
+def tokenize_output_of(folder: str) -> tuple[str, str] | None:
+    """``(output, subfolder)`` when ``folder`` holds the shards of a tokenize output (one with
+    commit records, ``_commits/``): the output itself (``""``) or its ``holdout/`` folder;
+    None for any other folder."""
+    base = folder.rstrip("/") or folder
+    if is_folder(fsutil.join(base, manifest.COMMITS_DIR)):
+        return base, ""
+    if os.path.basename(base) == HOLDOUT_DIR:
+        parent = _parent(base)
+        if is_folder(fsutil.join(parent, manifest.COMMITS_DIR)):
+            return parent, HOLDOUT_DIR
+    return None
+
+
+def refuse_mixed_tokenizers(folder: str, prefixes: Sequence[str]) -> None:
+    """Raise :class:`MixedTokenizersError` when the datasets ``prefixes`` of the tokenize output
+    folder ``folder`` were written with more than one tokenizer, as their commit records say
+    (an ``--overwrite`` run with another tokenizer rewrites only the shards it plans). Datasets
+    without a record (other tools' files) and folders without records say nothing."""
+    where = tokenize_output_of(folder)
+    if where is None:
+        return
+    output, sub = where
+    records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
+    shards = {}  # dataset name -> its shard's record, for the datasets that have one
+    for prefix in prefixes:
+        name = os.path.basename(prefix)
+        shard = naming.strip_counts(name)
+        shard = f"{sub}/{shard}" if sub else shard
+        if f"{shard}.json" in records:
+            shards[name] = shard
+    # One small read per record; 16 at a time (object stores: a request each).
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        found = list(pool.map(lambda shard: manifest.tokenizer_of(
+            manifest.read_commit_record(output, shard)), shards.values()))
+    by_tokenizer: dict[str, list[str]] = {}
+    for name, tokenizer in zip(shards, found):
+        if tokenizer is not None:
+            by_tokenizer.setdefault(tokenizer, []).append(name)
+    if len(by_tokenizer) < 2:
+        return
+    recorded = {}
+    for _, meta in metadata_files(prefixes):
+        tok = meta.get("tokenizer") or {}
+        recorded[tuple(f.get("sha256") for f in tok.get("files") or [])] = tok.get("model")
+    described = []
+    for tokenizer, names in sorted(by_tokenizer.items(), key=lambda kv: kv[1][0]):
+        files, kind = json.loads(tokenizer)[:2]
+        model = recorded.get(tuple(files))
+        who = f"{kind} {model}" if model else f"{kind} with files sha256 {files[0][:12]}..." \
+            if files else str(kind)
+        shown = ", ".join(names[:2]) + (f" and {len(names) - 2} more" if len(names) > 2 else "")
+        described.append(f"{who} ({shown})")
+    raise MixedTokenizersError(
+        f"{folder} holds shards of {len(described)} tokenizers: {'; '.join(described)} "
+        "(an --overwrite run with another tokenizer rewrites only the shards it plans); delete "
+        "the shards of the tokenizer you do not want (and their _commits/ records), or name "
+        "the shards of one tokenizer explicitly (their prefixes)")
 
 
 def metadata_files(prefixes: Sequence[str]) -> list[tuple[str, dict]]:

@@ -40,8 +40,10 @@ Contract of this module:
 - :func:`validate` checks everything the format implies (see its docstring).
 - The ``.idx`` is decoded here only: :func:`read_index` maps it whole (the reader, the writer's
   :meth:`~IndexedDatasetWriter.add_index`, :class:`dataio.dataset.Shard`), :func:`count_index`
-  reads the header and the lengths array in 16 MiB chunks (memory bounded on huge indexes) and
-  never the other two arrays; both use :func:`decode_header` and :func:`index_size_error`.
+  reads it in bounded chunks (memory bounded on huge indexes); both use :func:`decode_header`
+  and :func:`index_size_error`, and both check every array before answering (the one set of
+  checks, :class:`_IndexCheck`, which :func:`validate` runs too): no reader follows a length,
+  pointer or document index that the two files' sizes do not bound.
 - :func:`count_dataset` counts a dataset from its ``.idx`` alone plus the ``.bin``'s size.
 
 Paths may be local or any fsspec URL; see :mod:`dataio.fs`.
@@ -175,6 +177,8 @@ def decode_header(raw: bytes) -> IndexHeader:
         raise FormatError(f"bad magic {magic!r}; expected {MAGIC!r}")
     if version != VERSION:
         raise FormatError(f"index version {version}; expected {VERSION}")
+    if d < 1:
+        raise FormatError("document_indices is empty (D=0); it must hold at least the leading 0")
     return IndexHeader(dtype_of_code(code), n, d)
 
 
@@ -212,43 +216,142 @@ class Index:
     document_indices: np.ndarray  # int64, D
 
 
-def read_index(path: str) -> Index:
-    """The ``.idx`` at ``path``, memory-mapped (local) or read whole (other URLs). A file
-    shorter than its header implies is a :class:`FormatError`; a longer one is accepted (as by
-    Megatron's reader; :func:`validate` reports it)."""
+class _IndexCheck:
+    """The format's invariants, checked array chunk by array chunk (memory bounded, vectorised):
+    the one home of these checks, for :func:`read_index` (every reader of a mapped ``.idx``),
+    :func:`count_index` (chunks read from the file) and :func:`validate`.
+
+    Lengths are not negative; each pointer is the item size times the tokens before it;
+    document_indices start at 0, never decrease and end at N; the ``.bin`` holds exactly the
+    tokens the lengths sum to. Together these bound every pointer, length and document index by
+    the sizes of the two files, so a reader that passed them cannot read outside either."""
+
+    def __init__(self, header: IndexHeader, path: str):
+        self.header = header
+        self.path = path  # the .idx, named by every error
+        self.tokens = 0  # tokens of the sequences checked so far
+        self._last_document_index = None
+
+    def sequences(self, start: int, lengths: np.ndarray, pointers: np.ndarray) -> None:
+        """Sequences ``start..start+len(lengths)-1``, in order."""
+        if lengths.size and lengths.min() < 0:
+            raise FormatError(f"{self.path}: negative sequence length at sequence "
+                              f"{start + int(np.argmax(lengths < 0))}")
+        chunk = lengths.astype(np.int64)
+        ends = np.cumsum(chunk) + self.tokens
+        expected = (ends - chunk) * self.header.dtype.itemsize
+        bad = np.flatnonzero(pointers != expected)
+        if bad.size:
+            k = int(bad[0])
+            raise FormatError(f"{self.path}: sequence_pointers[{start + k}] = {int(pointers[k])}, "
+                              f"expected "
+                              f"{int(expected[k])} (item size times the tokens before it)")
+        if ends.size:
+            self.tokens = int(ends[-1])
+
+    def document_indices(self, start: int, values: np.ndarray) -> None:
+        """document_indices ``start..start+len(values)-1``, in order."""
+        if not values.size:
+            return
+        if start == 0 and values[0] != 0:
+            raise FormatError(f"{self.path}: document_indices[0] = {int(values[0])}, expected 0")
+        previous = self._last_document_index
+        joined = values if previous is None else np.concatenate(([previous], values))
+        steps = np.diff(joined)
+        if steps.size and steps.min() < 0:
+            k = int(np.argmax(steps < 0))
+            at = start + k + (previous is None)
+            raise FormatError(f"{self.path}: document_indices decrease at {at} "
+                              f"({int(joined[k])} -> {int(joined[k + 1])})")
+        self._last_document_index = int(values[-1])
+
+    def finish(self, *, bin_size: int | None) -> Counts:
+        """After every chunk: the last document index, and the ``.bin``'s size when given."""
+        h = self.header
+        if self._last_document_index != h.sequence_count:
+            raise FormatError(f"{self.path}: document_indices end at "
+                              f"{self._last_document_index}, expected N={h.sequence_count}")
+        expected = self.tokens * h.dtype.itemsize
+        if bin_size is not None and bin_size != expected:
+            raise FormatError(f"{bin_path(prefix_of(self.path))} is {bin_size} bytes but the index "
+                              f"holds {self.tokens} {h.dtype} tokens ({expected} bytes): the pair "
+                              "is truncated or mismatched")
+        return Counts(h.document_count, h.sequence_count, self.tokens)
+
+
+def check_index(index: "Index", path: str, *, bin_size: int | None = None) -> Counts:
+    """Check a decoded index (see :class:`_IndexCheck`) and return its counts; ``bin_size``:
+    also check the ``.bin`` holds exactly its tokens. Raises :class:`FormatError` naming
+    ``path`` (the ``.idx``) or its ``.bin``."""
+    check = _IndexCheck(index.header, path)
+    lengths, pointers = index.sequence_lengths, index.sequence_pointers
+    for start in range(0, lengths.size, _CHUNK_ELEMENTS):
+        stop = start + _CHUNK_ELEMENTS
+        check.sequences(start, lengths[start:stop], pointers[start:stop])
+    doc_idx = index.document_indices
+    for start in range(0, doc_idx.size, _CHUNK_ELEMENTS):
+        check.document_indices(start, doc_idx[start:start + _CHUNK_ELEMENTS])
+    return check.finish(bin_size=bin_size)
+
+
+def read_index(path: str, *, bin_size: int | None = None) -> Index:
+    """The ``.idx`` at ``path``, memory-mapped (local) or read whole (other URLs), checked
+    (:func:`check_index`; with ``bin_size``, against its ``.bin``'s size too) before anything
+    is returned: a damaged index is a :class:`FormatError` naming ``path`` and the first
+    problem, never arrays pointing outside the files. Its size must be exactly what its header
+    implies."""
     raw = fsutil.map_or_read(path)
-    header = decode_header(bytes(raw[:HEADER_SIZE]))
-    if len(raw) < header.idx_size:
+    try:
+        header = decode_header(bytes(raw[:HEADER_SIZE]))
+    except FormatError as exc:
+        raise FormatError(f"{path}: {exc}") from None
+    if len(raw) != header.idx_size:
         raise index_size_error(path, len(raw), header)
     n, d = header.sequence_count, header.document_index_count
-    return Index(header,
-                 np.frombuffer(raw, dtype="<i4", count=n, offset=HEADER_SIZE),
-                 np.frombuffer(raw, dtype="<i8", count=n, offset=HEADER_SIZE + 4 * n),
-                 np.frombuffer(raw, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n))
+    index = Index(header,
+                  np.frombuffer(raw, dtype="<i4", count=n, offset=HEADER_SIZE),
+                  np.frombuffer(raw, dtype="<i8", count=n, offset=HEADER_SIZE + 4 * n),
+                  np.frombuffer(raw, dtype="<i8", count=d, offset=HEADER_SIZE + 12 * n))
+    check_index(index, path, bin_size=bin_size)
+    return index
 
 
-def count_index(path: str) -> tuple[IndexHeader, Counts]:
-    """The header and counts of the ``.idx`` at ``path`` from its header and lengths array only,
-    read in bounded chunks (never the whole file, whatever its size); the file's size must be
-    exactly what its header implies."""
+def count_index(path: str, *, bin_size: int | None = None) -> tuple[IndexHeader, Counts]:
+    """The header and counts of the ``.idx`` at ``path``, checked as :func:`read_index` checks
+    (with ``bin_size``, against the ``.bin``'s size too) but read in bounded chunks (never the
+    whole file, whatever its size); the file's size must be exactly what its header implies."""
+    actual = fsutil.size(path)
     with fsutil.open_file(path, "rb") as f:
         try:
             header = decode_header(f.read(HEADER_SIZE))
         except FormatError as exc:
             raise FormatError(f"{path}: {exc}") from None
-        remaining = 4 * header.sequence_count
-        tokens = 0
-        while remaining:
-            raw = f.read(min(remaining, _LENGTH_CHUNK_BYTES))
-            if not raw:
-                break  # a short file: the size check below names it
-            usable = len(raw) - len(raw) % 4
-            tokens += int(np.frombuffer(raw[:usable], dtype="<i4").sum(dtype=np.int64))
-            remaining -= len(raw)
-    actual = fsutil.size(path)
-    if actual != header.idx_size:
-        raise index_size_error(path, actual, header)
-    return header, Counts(header.document_count, header.sequence_count, tokens)
+        if actual != header.idx_size:
+            raise index_size_error(path, actual, header)
+        n, d = header.sequence_count, header.document_index_count
+        step = max(1, _LENGTH_CHUNK_BYTES // 4)
+        check = _IndexCheck(header, path)
+        for start in range(0, n, step):
+            count = min(step, n - start)
+            f.seek(HEADER_SIZE + 4 * start)
+            lengths = np.frombuffer(_read_exactly(f, 4 * count, path), dtype="<i4")
+            f.seek(HEADER_SIZE + 4 * n + 8 * start)
+            pointers = np.frombuffer(_read_exactly(f, 8 * count, path), dtype="<i8")
+            check.sequences(start, lengths, pointers)
+        f.seek(HEADER_SIZE + 12 * n)
+        for start in range(0, d, step):
+            count = min(step, d - start)
+            values = np.frombuffer(_read_exactly(f, 8 * count, path), dtype="<i8")
+            check.document_indices(start, values)
+        counts = check.finish(bin_size=bin_size)
+    return header, counts
+
+
+def _read_exactly(f, size: int, path: str) -> bytes:
+    raw = f.read(size)
+    if len(raw) != size:
+        raise FormatError(f"{path} ended early (it changed while being read?)")
+    return raw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,12 +376,7 @@ def count_dataset(prefix: str) -> CountedDataset:
     """Counts of one dataset from its ``.idx`` (:func:`count_index`) and the size of its
     ``.bin`` (never read); raises :class:`FormatError` when the two disagree or the index is
     damaged, FileNotFoundError when a file is missing."""
-    header, counts = count_index(idx_path(prefix))
-    bin_size = fsutil.size(bin_path(prefix))
-    expected = counts.tokens * header.dtype.itemsize
-    if bin_size != expected:
-        raise FormatError(f"{bin_path(prefix)} is {bin_size} bytes but the index holds "
-                          f"{counts.tokens} {header.dtype} tokens ({expected} bytes)")
+    header, counts = count_index(idx_path(prefix), bin_size=fsutil.size(bin_path(prefix)))
     return CountedDataset(prefix, header.dtype, counts)
 
 
@@ -664,7 +762,7 @@ class IndexedDataset:
 
     def __init__(self, prefix: str):
         self.prefix = prefix_of(prefix)
-        index = read_index(idx_path(self.prefix))
+        index = read_index(idx_path(self.prefix), bin_size=fsutil.size(bin_path(self.prefix)))
         self.header = index.header
         self.sequence_lengths = index.sequence_lengths
         self.sequence_pointers = index.sequence_pointers
@@ -778,44 +876,13 @@ def validate(prefix: str, *, vocab_size: int | None = None, eod_id: int | None =
         if not fsutil.exists(path):
             return fail(f"missing {os.path.basename(path)}")
     try:
-        ds = IndexedDataset(prefix)
+        ds = IndexedDataset(prefix)  # the format's checks: read_index (check_index)
     except FormatError as exc:
         return fail(str(exc))
     h = ds.header
-    idx_size = fsutil.size(idx_path(prefix))
-    if idx_size != h.idx_size:
-        return fail(f".idx is {idx_size} bytes; N={h.sequence_count} and "
-                    f"D={h.document_index_count} mean {h.idx_size}")
-    if h.document_index_count < 1:
-        return fail("document_indices is empty (D=0); it must hold at least the leading 0")
     lengths, pointers, doc_idx = ds.sequence_lengths, ds.sequence_pointers, ds.document_indices
-    if lengths.size and lengths.min() < 0:
-        return fail(f"negative sequence length at sequence {int(np.argmax(lengths < 0))}")
-    carry = 0
-    for start in range(0, lengths.size, _CHUNK_ELEMENTS):
-        chunk = lengths[start:start + _CHUNK_ELEMENTS].astype(np.int64)
-        ends = np.cumsum(chunk) + carry
-        expected = (ends - chunk) * ds.dtype.itemsize
-        bad = np.flatnonzero(pointers[start:start + _CHUNK_ELEMENTS] != expected)
-        if bad.size:
-            i = start + int(bad[0])
-            return fail(f"sequence_pointers[{i}] = {int(pointers[i])}, expected "
-                        f"{int(expected[bad[0]])} (item size times the tokens before it)")
-        carry = int(ends[-1]) if ends.size else carry
-    total_tokens = carry
-    if doc_idx[0] != 0:
-        return fail(f"document_indices[0] = {int(doc_idx[0])}, expected 0")
     steps = np.diff(doc_idx)
-    if steps.size and steps.min() < 0:
-        k = int(np.argmax(steps < 0))
-        return fail(f"document_indices decrease at {k + 1} ({int(doc_idx[k])} -> "
-                    f"{int(doc_idx[k + 1])})")
-    if doc_idx[-1] != h.sequence_count:
-        return fail(f"document_indices end at {int(doc_idx[-1])}, expected N={h.sequence_count}")
-    bin_size = fsutil.size(bin_path(prefix))
-    if bin_size != total_tokens * ds.dtype.itemsize:
-        return fail(f".bin is {bin_size} bytes; the lengths sum to {total_tokens} tokens = "
-                    f"{total_tokens * ds.dtype.itemsize} bytes")
+    total_tokens = ds.token_count
     if vocab_size is not None:
         for start in range(0, ds.tokens.size, _CHUNK_ELEMENTS):
             chunk = ds.tokens[start:start + _CHUNK_ELEMENTS]

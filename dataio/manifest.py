@@ -63,31 +63,94 @@ def failure_record_path(output: str, shard: str) -> str:
 
 def read_commit_record(output: str, shard: str) -> dict | None:
     path = commit_record_path(output, shard)
-    if not fsutil.exists(path):
-        return None
     try:
+        # read at once, not asked first whether it exists: a request less per record on Azure
         return json.loads(fsutil.read_bytes(path))
+    except FileNotFoundError:
+        return None
     except ValueError:
         return None  # a torn record (should not happen: written atomically) counts as absent
 
 
 def is_committed(output: str, shard: str, fingerprint: str, *,
-                 resume_key: dict | None = None) -> tuple[bool, str]:
-    """Whether ``shard`` is committed with this fingerprint, and why not (naming what changed
-    when the record keeps its resume key and ``resume_key`` is the one now)."""
+                 resume_key: dict | None = None,
+                 sizes: dict[str, int] | None = None) -> tuple[bool, str]:
+    """Whether ``shard`` is committed with this fingerprint and its record's files are there
+    with the recorded sizes, and why not (naming what changed when the record keeps its resume
+    key and ``resume_key`` is the one now). ``sizes``: the output's files as
+    :func:`listed_sizes` found them (no request per file); without it, each file is asked."""
     record = read_commit_record(output, shard)
     if record is None:
         return False, "not committed yet"
     if record.get("fingerprint") != fingerprint:
         return False, what_changed(record.get("resume_key"), resume_key)
-    prefix = fsutil.join(output, record["name"])
-    for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
-        path = prefix + suffix
-        if not fsutil.exists(path):
-            return False, f"{os.path.basename(path)} is missing"
-        if fsutil.size(path) != record[key]:
-            return False, f"{os.path.basename(path)} has changed size"
+    problem = record_files_problem(output, record, sizes)
+    if problem:
+        return False, problem
     return True, "committed with the same inputs, tokenizer and options"
+
+
+def listed_sizes(output: str, folders) -> dict[str, int]:
+    """``{path relative to output: size}`` of the files directly in each of ``folders``
+    (relative to ``output``; ``""`` is the output itself): one listing each."""
+    sizes = {}
+    for folder in sorted(set(folders)):
+        prefix = folder.rstrip("/") + "/" if folder else ""
+        where = fsutil.join(output, folder) if folder else output
+        sizes.update({prefix + name: size for name, size in fsutil.file_sizes(where).items()})
+    return sizes
+
+
+def record_files_problem(output: str, record: dict, sizes: dict[str, int] | None = None
+                         ) -> str | None:
+    """Why the files a commit record names are not what it recorded (missing, or another size),
+    or None when both are there with the recorded sizes. ``sizes`` as :func:`is_committed`."""
+    name = record.get("name")
+    if not isinstance(name, str) or not name:
+        return "its commit record names no files"
+    for suffix, key in ((".bin", "bin_size"), (".idx", "idx_size")):
+        relative = name + suffix
+        if sizes is not None:
+            actual = sizes.get(relative)
+        else:
+            path = fsutil.join(output, relative)
+            actual = fsutil.size(path) if fsutil.exists(path) else None
+        base = os.path.basename(relative)
+        if actual is None:
+            return f"{base} is missing (its commit record names it)"
+        if actual != record.get(key):
+            return f"{base} is {actual} bytes but its commit record says {record.get(key)}"
+    return None
+
+
+def commit_record_problems(output: str, folder: str = "") -> list[tuple[str, str]]:
+    """``(shard, problem)`` for each commit record of ``output`` whose shard lives in
+    ``folder`` (relative to it, ``""`` for the output itself) and whose files are missing or
+    not of the recorded sizes (what ``validate`` reports): one listing of the records and one of
+    the folder, plus a read of each record."""
+    records = sorted(r[:-len(".json")] for r in fsutil.files_under(fsutil.join(output, COMMITS_DIR))
+                     if r.endswith(".json") and os.path.dirname(r) == folder)
+    if not records:
+        return []
+    sizes = listed_sizes(output, [folder])
+    problems = []
+    for shard in records:
+        record = read_commit_record(output, shard)
+        problem = ("its commit record is not valid JSON" if record is None
+                   else record_files_problem(output, record, sizes))
+        if problem:
+            problems.append((shard, problem))
+    return problems
+
+
+def tokenizer_of(record: dict | None) -> str | None:
+    """The identity of the tokenizer a commit record's shard was written with (its files'
+    sha256, kind, EOD and options, as its resume key keeps them), or None when the record
+    does not say (older records)."""
+    key = (record or {}).get("resume_key")
+    if not isinstance(key, dict) or key.get("tokenizer") is None:
+        return None
+    return json.dumps(key["tokenizer"], sort_keys=True)
 
 
 def what_changed(before: dict | None, now: dict | None) -> str:

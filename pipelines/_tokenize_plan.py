@@ -254,10 +254,6 @@ def plan(options, *, checked: bool = False) -> Job:
     # One listing of _commits/, not a request per shard; found records checked 16 at a time.
     records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
 
-    def states_of(f, fingerprint, names, resume_key):
-        return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key)
-                if f"{n}.json" in records else (False, "not committed yet") for n in names}
-
     planned = []
     for f in files:
         # kept in each commit record, so that a later run can say what changed
@@ -268,9 +264,19 @@ def plan(options, *, checked: bool = False) -> Job:
         if config.holdout_fraction > 0:
             names.update({f"{HOLDOUT_DIR}/{n}": (key, True) for n, (key, _) in names.items()})
         planned.append((f, fingerprint, names, resume_key))
-    if planned and not overwrite:
+    if planned:
         refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
-                              planned[0][3])
+                              planned[0][3], overwrite=overwrite)
+    # A record counts only if its files are there with the recorded sizes: checked against one
+    # listing of each folder the shards go to, not a request per file.
+    sizes = manifest.listed_sizes(output, {os.path.dirname(n) for _, _, names, _ in planned
+                                           for n in names}) if records else {}
+
+    def states_of(f, fingerprint, names, resume_key):
+        return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key,
+                                         sizes=sizes)
+                if f"{n}.json" in records else (False, "not committed yet") for n in names}
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         each = pool.map if records else map  # no record: nothing to read, no threads
         all_states = list(each(lambda a: states_of(*a), planned))
@@ -302,10 +308,12 @@ def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:
 
 
 def refuse_other_settings(output: str, records: set[str], names: set[str], resume_key: dict,
-                          *, looked_at: int = 3) -> None:
+                          *, overwrite: bool = False, looked_at: int = 3) -> None:
     """An output holds the shards of one tokenizer and one set of options: a run whose options
     (level, keys, EOD, dtype...) or tokenizer differ from those of shards already committed there
-    under other names is refused, naming the difference (``--overwrite`` writes beside them).
+    under other names is refused, naming the difference. ``--overwrite`` writes beside them and
+    says so in one line: it deletes no shard it does not plan (they are other inputs' data, and
+    the loader and ``validate`` refuse a folder of two tokenizers until one's are removed).
     Only records this run does not plan are read, at most ``looked_at`` of them (a rerun of the
     same command reads none); records without a resume key (older versions) say nothing."""
     foreign = sorted(r[:-len(".json")] for r in records
@@ -317,6 +325,13 @@ def refuse_other_settings(output: str, records: set[str], names: set[str], resum
         if any(before.get(k) != resume_key.get(k) for k in ("tokenizer", "settings", "format")):
             why = manifest.what_changed({**before, "input": None, "content": None},
                                        {**resume_key, "input": None, "content": None})
+            if overwrite:
+                _LOG.warning("--overwrite: --output %s holds %d shards this run does not write, "
+                             "some made with another tokenizer or other options (e.g. %s; %s); "
+                             "they stay beside the new ones, and get_dataset and validate refuse "
+                             "the folder while it holds two tokenizers: delete them if unwanted",
+                             output, len(foreign), shard, why)
+                return
             raise opts.OptionsError(
                 f"--output {output} holds shards written with another tokenizer or other options "
                 f"(e.g. {shard}; {why}); give another --output, or --overwrite to write these "

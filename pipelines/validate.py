@@ -4,7 +4,9 @@ A PATH is a prefix, a ``.bin`` or ``.idx`` file, a folder (every dataset directl
 glob of them (found by :func:`dataio.dataset.find_datasets`; the datasets of each PATH in name
 order, the PATHs in the order given).
 Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
-only when every dataset passes (and at least one was found).
+only when every dataset passes (and at least one was found). For a tokenize output folder (one
+with ``_commits/``) also a ``FAIL`` line per commit record whose files are missing or not of the
+recorded sizes, and one when its shards come from more than one tokenizer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import sys
 
 from dataio import dataset, errors
-from dataio import indexed
+from dataio import indexed, manifest
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,20 +38,44 @@ def _run(argv) -> int:
     args = build_parser().parse_args(argv)
     # "keep": an incomplete pair, or a path with no dataset, is listed so that it FAILs below.
     # One path at a time: the lines come in the order of the paths given.
-    prefixes = [prefix for path in args.paths
-                for prefix in dataset.find_datasets([path], incomplete="keep")]
+    found = [(path, dataset.find_datasets([path], incomplete="keep")) for path in args.paths]
+    prefixes = [prefix for _, listed in found for prefix in listed]
     if not prefixes:
         print("FAIL no .bin/.idx datasets found in " + " ".join(args.paths))
         return 1
-    failed = 0
-    for prefix in prefixes:
-        result = indexed.validate(prefix, vocab_size=args.vocab_size, eod_id=args.eod_id,
-                                  check_name=not args.no_name_check)
-        print(result.line(), flush=True)
-        failed += not result.ok
+    failed = problems = 0
+    for path, listed in found:
+        for prefix in listed:
+            result = indexed.validate(prefix, vocab_size=args.vocab_size, eod_id=args.eod_id,
+                                      check_name=not args.no_name_check)
+            print(result.line(), flush=True)
+            failed += not result.ok
+        if dataset.is_folder(path):
+            for line in output_problems(path, listed):
+                print(line, flush=True)
+                problems += 1
     if len(prefixes) > 1:
-        print(f"{len(prefixes)} datasets: {len(prefixes) - failed} OK, {failed} FAIL")
-    return 1 if failed else 0
+        print(f"{len(prefixes)} datasets: {len(prefixes) - failed} OK, {failed} FAIL"
+              + (f"; output problems: {problems}" if problems else ""))
+    return 1 if failed or problems else 0
+
+
+def output_problems(folder: str, prefixes: list[str]) -> list[str]:
+    """FAIL lines for what a tokenize output folder's records say is wrong: a commit record
+    whose files are missing or not of the recorded sizes (the shard is redone by a rerun), and
+    shards of more than one tokenizer (the loader refuses them)."""
+    where = dataset.tokenize_output_of(folder)
+    if where is None:
+        return []
+    output, sub = where
+    lines = [f"FAIL {manifest.commit_record_path(output, shard)}  {problem}; rerun the tokenize "
+             "command to redo the shard" for shard, problem in
+             manifest.commit_record_problems(output, sub)]
+    try:
+        dataset.refuse_mixed_tokenizers(folder, prefixes)
+    except dataset.MixedTokenizersError as exc:
+        lines.append(f"FAIL {exc}")
+    return lines
 
 
 def main() -> int:

@@ -20,3 +20,51 @@ def test_discover_lists_blobs_without_a_request_each(azurite, container):
         asked = len(azurite.settled_responses(before)) - before
         assert {f.path: f for f in files} == expected
         assert asked < 10, f"{asked} requests for 40 blobs"
+
+
+def test_rerun_planning_checks_commit_records_from_one_listing(azurite, container, tmp_path,
+                                                               hf_tokenizer, monkeypatch):
+    """A rerun's planning on Azure reads each commit record once and takes the sizes of the
+    files they name from one listing (not a request per file), and redoes, saying why, a shard
+    whose blob is gone or of another size than its record says (issue 23, item 20)."""
+    import json
+
+    from dataio import manifest
+    from pipelines import tokenize
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(12):
+        (corpus / f"web_{i:02d}.jsonl").write_text(
+            "".join(json.dumps({"text": f"document {i} line {j}"}) + "\n" for j in range(i + 1)))
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    output = azurite.url(container, "out")
+    argv = [f"--input={corpus}", f"--output={output}", "--tokenizer-type",
+            "HuggingFaceTokenizer", f"--tokenizer-model={hf_tokenizer}", "--append-eod",
+            "--log-interval", "0"]
+    assert tokenize.run(argv) == 0
+
+    def plan():
+        _, options, _ = tokenize.setup(argv + ["--dry-run"])
+        before = len(azurite.settled_responses())
+        job = tokenize.plan(options, checked=True)
+        return job, len(azurite.settled_responses(before)) - before
+
+    job, asked = plan()
+    assert len(job.shards) == 12 and all(s.skip for s in job.shards)
+    # a few listings and 12 record reads (2 requests each: adlfs asks a blob's size on open);
+    # the sizes of the .bin and .idx files come from one fresh listing, never a request each
+    assert asked <= 6 + 2 * 12, f"{asked} requests to plan 12 committed shards"
+
+    client = azurite.service().get_container_client(container)
+    gone = manifest.read_commit_record(output, "web_03_text_document")["name"]
+    record = manifest.read_commit_record(output, "web_07_text_document")
+    resized = record["name"]
+    client.delete_blob(f"out/{gone}.bin")
+    client.upload_blob(f"out/{resized}.bin", b"\0\0", overwrite=True)
+    job, _ = plan()
+    redo = {s.shard: s.reason for s in job.shards if not s.skip}
+    assert redo == {
+        "web_03_text_document": f"{gone}.bin is missing (its commit record names it)",
+        "web_07_text_document": f"{resized}.bin is 2 bytes but its commit record says "
+                                f"{record['bin_size']}"}

@@ -285,7 +285,8 @@ def test_finalize_after_a_commit_record_without_files_writes_the_files(tmp_path)
     expected = _files(out)
     for name in expected:  # e.g. deleted by hand, or an object store that lost them
         (out / name).unlink()
-    assert sink.is_committed(str(out), SHARD, "fp") == (False, f"{NAME}.bin is missing")
+    assert sink.is_committed(str(out), SHARD, "fp") == (
+        False, f"{NAME}.bin is missing (its commit record names it)")
     parts, counts = _parts(out)  # the rerun's parts
     assert finalize(out, SHARD, "fp", parts, counts) == [result(counts)]
     assert _files(out) == expected
