@@ -9,12 +9,12 @@ as a flag still works, with exactly one ``warning:`` line saying it is visible t
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from dataio import indexed
 from pipelines import tokenize
+from tests.process_watch import run_watching_cmdlines
 
 pytestmark = pytest.mark.slow  # whole-job runs against Azurite
 
@@ -34,64 +34,6 @@ def _shards(azurite, container, prefix) -> dict:
             for b in client.list_blobs(name_starts_with=prefix + "/")
             if b.name.endswith((".bin", ".idx")) and "/_" not in b.name
             and not indexed.is_temporary_name(b.name.rsplit("/", 1)[-1])}
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc's parent links)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in out:
-                out.add(child)
-                todo.append(child)
-    return out
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def _run_watching_cmdlines(cmd, env, secrets: set[str]):
-    """Run ``cmd``; poll the command lines of it and every descendant until it ends. Returns
-    (process, its stderr, {pid: command line} of every process seen, leaks found)."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    import threading
-    err: list[str] = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-    reader.start()
-    seen: dict[int, bytes] = {}
-    deadline = time.monotonic() + 600   # a hang detector, not a timing
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            for pid in {proc.pid, *_descendants(proc.pid)}:
-                line = _cmdline(pid)
-                if line:
-                    seen.setdefault(pid, line)
-                    if any(s.encode() in line for s in secrets):
-                        seen[pid] = line
-            time.sleep(0.05)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-        proc.wait()
-        reader.join(30)
-    leaks = {pid: line for pid, line in seen.items() if any(s.encode() in line for s in secrets)}
-    return proc, "".join(err), seen, leaks
 
 
 @pytest.fixture
@@ -136,8 +78,8 @@ def test_secret_by_env_or_file_never_on_a_command_line(azurite, container, on_az
         secret_file.chmod(0o600)
         args += ["--azure-sas-token-file", str(secret_file)]
     cmd = [sys.executable, "-m", "pipelines.tokenize", *args]
-    proc, stderr, seen, leaks = _run_watching_cmdlines(cmd, env, secrets)
-    assert proc.returncode == 0, stderr[-3000:]
+    status, stderr, seen, leaks = run_watching_cmdlines(cmd, secrets=secrets, cwd=ROOT, env=env)
+    assert status == 0, stderr[-3000:]
     assert not leaks, f"a secret on a command line: {leaks}"
     workers = [line for line in seen.values() if b"worker_main" in line]
     assert workers, f"no worker process was seen: {sorted(seen.values())}"
