@@ -16,7 +16,8 @@ Contract:
   name, without leading dashes, lower-cased and with ``-`` read as ``_``, is one of them.
   :func:`split_secret_flags` takes every such flag and its value out of an argv (what a job runs
   before Beam parses, and what a launcher runs before writing a command into a job script);
-  :func:`redact_argv` masks the same flags' values in place.
+  :func:`redact_argv` masks the same flags' values in place. :func:`secret_name_pattern`
+  gives the same names as a regular expression for other programs' redaction settings.
 - Redaction is idempotent and never raises; non-strings pass through unchanged.
 - :class:`RedactingFilter` applies :func:`redact` to log records (install it once with
   :func:`install_logging_filter`).
@@ -144,6 +145,16 @@ def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
             register_secret(value)
         i += 1
     return clean, secrets
+
+
+def secret_name_pattern() -> str:
+    """A regular expression, the same in Java's syntax and Python's, that finds any of
+    :data:`SECRET_NAMES` (case-insensitive, ``_`` read as an optional ``.``, ``_`` or ``-``,
+    not inside a longer word) or a SAS signature (``sig=``) in a name or a value: for another
+    program's redaction setting (Spark's ``spark.redaction.regex``, runners/spark.py)."""
+    names = sorted(SECRET_NAMES, key=len, reverse=True)
+    alternation = "|".join(re.escape(n).replace("_", "[._-]?") for n in names)
+    return f"(?i)(?<![a-z])(?:{alternation})(?![a-z])|sig="
 
 
 def redact_options(options: Any) -> Any:

@@ -240,10 +240,21 @@ class AzureFlags:
 
     @classmethod
     def _add_argparse_args(cls, parser):
+        parser.add_argument("--azure-sas-token-file", default=None, metavar="FILE",
+                            help="read the SAS token for every Azure path from FILE (a "
+                                 "trailing newline is dropped); like AZURE_STORAGE_SAS_TOKEN, "
+                                 "keeps the secret off the command line")
+        parser.add_argument("--azure-account-key-file", default=None, metavar="FILE",
+                            help="read the storage account key from FILE; like "
+                                 "AZURE_STORAGE_KEY, keeps the secret off the command line")
         parser.add_argument("--azure-sas-token", default=None,
-                            help="SAS token for every Azure path (never logged or pickled)")
+                            help="SAS token for every Azure path (never logged or pickled, but "
+                                 "visible in ps while the job runs: prefer "
+                                 "AZURE_STORAGE_SAS_TOKEN or --azure-sas-token-file)")
         parser.add_argument("--azure-account-key", default=None,
-                            help="storage account key (never logged or pickled)")
+                            help="storage account key (never logged or pickled, but visible "
+                                 "in ps while the job runs: prefer AZURE_STORAGE_KEY or "
+                                 "--azure-account-key-file)")
         parser.add_argument("--azure-account-name", default=None,
                             help="storage account for az:// and abfs:// URLs")
         parser.add_argument("--azure-auth", default="auto",

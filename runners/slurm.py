@@ -9,7 +9,10 @@
 win over the file) and the pipeline's arguments, writes it to ``<log_dir>/scripts/`` and runs
 ``sbatch --chdir=<log_dir> SCRIPT``; with ``--no-submit`` it writes the script into the current
 directory and prints that command instead (like ``tatm run --no-submit``). ``--wait`` blocks
-until the job ends and exits with its exit status. ``--dry-run`` goes to the pipeline (which
+until the job ends and exits with its exit status; a request the partition can never satisfy is
+refused before it is submitted, where the partition's limits can be read, and a job SLURM keeps
+pending for a reason that never passes (``PartitionConfig``...) is cancelled while waiting
+(runners/slurm_limits.py). ``--dry-run`` goes to the pipeline (which
 then only prints its plan, on the allocation, without starting Flink).
 
 The Flink distribution and the Beam job-server jar come from the config or from what
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -34,6 +36,7 @@ from importlib import resources
 
 from dataio import errors
 from runners import config as rc
+from runners import slurm_limits
 from runners.config import PIPELINE_MODULE, RESERVED_FLAGS
 TERMINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                    "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
@@ -146,7 +149,11 @@ def sbatch_command(script: str, log_dir: str) -> list[str]:
 
 def submit(cfg: dict, pipeline_args: list[str], *, no_submit: bool = False,
            dry_run: bool = False, env: dict | None = None) -> tuple[str | None, str]:
-    """Render and write the script; submit it unless ``no_submit``. Returns (job id, script)."""
+    """Render and write the script; submit it unless ``no_submit``. Returns (job id, script).
+    Before anything is written, a request the partition can never satisfy is refused
+    (:func:`runners.slurm_limits.check_before_submit`)."""
+    if not no_submit:
+        slurm_limits.check_before_submit(cfg, env)
     home, version = rc.resolve_flink(cfg)
     jar = rc.resolve_job_server_jar(cfg, version)
     python = os.path.join(cfg["python_env"], "bin", "python")
@@ -193,11 +200,7 @@ def job_info(job_id: str, env: dict | None = None) -> dict | None:
 def parse_scontrol(text: str) -> dict:
     """``Key=value Key=value ...`` -> dict; a value runs up to the next `` Key=`` (paths such
     as WorkDir may contain spaces)."""
-    info: dict = {}
-    for m in re.finditer(r"(?:^|\s)([A-Za-z][\w:/]*)=(.*?)(?=\s[A-Za-z][\w:/]*=|\s*$)",
-                         text.strip()):
-        info.setdefault(m.group(1), m.group(2))
-    return info
+    return slurm_limits.parse_oneliner(text)
 
 
 def exit_status(info: dict) -> int:
@@ -211,7 +214,9 @@ def exit_status(info: dict) -> int:
 
 def wait_for(job_id: str, *, poll: float = 2.0, timeout: float | None = None,
              env: dict | None = None, out=None) -> dict:
-    """Block until the job reaches a terminal state; returns its last scontrol record."""
+    """Block until the job reaches a terminal state; returns its last scontrol record. A job
+    pending for a reason that never passes (:func:`runners.slurm_limits.never_starts`) is
+    cancelled, and :class:`LaunchError` names SLURM's reason."""
     out = out or sys.stderr
     deadline = None if timeout is None else time.monotonic() + timeout
     last_state = None
@@ -226,6 +231,12 @@ def wait_for(job_id: str, *, poll: float = 2.0, timeout: float | None = None,
             last_state = state
         if state in TERMINAL_STATES:
             return info
+        never = slurm_limits.never_starts(info, env)
+        if never is not None:
+            subprocess.run(["scancel", str(job_id)], capture_output=True, env=env)
+            raise LaunchError(f"job {job_id} can never start: SLURM keeps it pending with "
+                              f"reason {never}; cancelled it. Change the request (or the "
+                              "partition) and submit again")
         if not info:
             raise LaunchError(f"job {job_id}: SLURM no longer knows it (MinJobAge passed?)")
         if deadline is not None and time.monotonic() > deadline:

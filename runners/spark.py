@@ -29,7 +29,12 @@ is committed, 1 when one failed or the batch did. A resubmission skips committed
 
 Secrets never leave this process: not in the jar (tokenize strips secret flags before Beam
 sees them), the batch request, ``--no-submit``'s files, logs or metadata. Workers on the
-cluster reach Azure storage with the cluster's own identity or environment.
+cluster reach Azure storage with the cluster's own identity or environment. Where a config
+gives executors a secret itself (``spark_conf: {spark.executorEnv.AZURE_STORAGE_KEY: ...}``),
+:func:`spark_conf` extends ``spark.redaction.regex`` (Spark's default pattern, plus every name
+of :data:`dataio.redact.SECRET_NAMES` and ``sig=``) so that Spark's event log, UI and History
+Server show it redacted, and ``spark-submit`` gets such entries through a properties file only
+this user can read, never on its command line (:func:`spark_submit_argv`).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ import time
 from dataio import errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio.redact import redact
+from dataio.redact import redact, secret_name_pattern
 from runners import config as rconfig
 
 LIVY_TERMINAL = {"success", "dead", "killed", "error"}
@@ -263,6 +268,72 @@ def _copy(local: str, target: str) -> None:
 
 
 ENVIRONMENT_CACHE_MS = 600_000
+# Spark's own default spark.redaction.regex (kept: the launcher only adds to it).
+SPARK_DEFAULT_REDACTION = "(?i)secret|password|token|access[.]?key"
+REDACTION_KEY = "spark.redaction.regex"
+SECRET_PROPERTIES = "spark-secrets.conf"
+
+
+def redaction_regex(user: str | None = None) -> str:
+    """``spark.redaction.regex``: Spark's default pattern, the names tokenbeam knows as
+    secrets (Azure's account key, SAS, connection string, client secret, tokenbeam's own
+    variables) and any pattern the config gave."""
+    ours = f"{SPARK_DEFAULT_REDACTION}|{secret_name_pattern()}"
+    return f"(?:{user})|{ours}" if user and user != ours else ours
+
+
+def spark_conf(cfg: dict) -> dict[str, str]:
+    """The config's ``spark_conf`` as strings, with ``spark.redaction.regex`` extended (Spark
+    matches it against every property's name and value in its event log and UI, executor
+    environment variables included)."""
+    conf = {k: str(v) for k, v in cfg["spark_conf"].items()}
+    conf[REDACTION_KEY] = redaction_regex(conf.get(REDACTION_KEY))
+    return conf
+
+
+def secret_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The entries of ``conf`` whose name or value looks like a secret."""
+    import re
+    pattern = re.compile(secret_name_pattern())
+    return {k: v for k, v in conf.items()
+            if k != REDACTION_KEY and (pattern.search(k) or pattern.search(v))}
+
+
+def _properties_escape(text: str, *, key: bool) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch in "\n\r\t\f":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[ch])
+        elif ch in "=: #!" and (key or (i == 0 and ch in " #!")):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def write_secret_properties(path: str, secrets: dict[str, str], *, spark_home: str) -> str:
+    """Write ``secrets`` as a Java properties file only this user can read (0600, never
+    through a symlink), after the cluster's ``spark-defaults.conf`` (a ``--properties-file``
+    replaces it). Returns ``path``."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
+        os.environ.get("SPARK_HOME") or spark_home, "conf")
+    defaults = ""
+    try:
+        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as f:
+            defaults = f.read()
+    except OSError:
+        pass
+    lines = [f"{_properties_escape(k, key=True)}={_properties_escape(v, key=False)}"
+             for k, v in secrets.items()]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), 0o600)
+        f.write(defaults.rstrip("\n") + "\n" if defaults.strip() else "")
+        f.write("# secret-looking spark_conf entries (runners/spark.py)\n" + "\n".join(lines)
+                + "\n")
+    return path
 
 
 def worker_options(cfg: dict) -> list[str]:
@@ -293,7 +364,7 @@ def batch_body(cfg: dict, staged: Staged, *, run_id: str) -> dict:
         "executorMemory": cfg["executor_memory"],
         "executorCores": cfg["executor_cores"],
         "numExecutors": cfg["num_executors"],
-        "conf": {k: str(v) for k, v in cfg["spark_conf"].items()},
+        "conf": spark_conf(cfg),
     }
     if cfg["kind"] == "spark_hdinsight" and cfg.get("queue"):
         body["queue"] = cfg["queue"]
@@ -302,7 +373,10 @@ def batch_body(cfg: dict, staged: Staged, *, run_id: str) -> dict:
     return body
 
 
-def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str) -> list[str]:
+def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str, work: str) -> list[str]:
+    """spark-submit's command line. Secret-looking ``spark_conf`` entries are not on it: they
+    go to ``work/spark-secrets.conf`` (:func:`write_secret_properties`), given as
+    ``--properties-file``."""
     home = cfg.get("spark_home")
     if home:
         submit = os.path.join(home, "bin", "spark-submit")
@@ -322,8 +396,15 @@ def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str) -> list[str]:
                  "--num-executors", str(cfg["num_executors"])]
     else:
         argv += ["--total-executor-cores", str(cfg["executor_cores"] * cfg["num_executors"])]
-    for key, value in cfg["spark_conf"].items():
-        argv += ["--conf", f"{key}={value}"]
+    conf = spark_conf(cfg)
+    secrets = secret_conf(conf)
+    if secrets:
+        spark_home = os.path.dirname(os.path.dirname(os.path.realpath(submit)))
+        argv += ["--properties-file", write_secret_properties(
+            os.path.join(work, SECRET_PROPERTIES), secrets, spark_home=spark_home)]
+    for key, value in conf.items():
+        if key not in secrets:
+            argv += ["--conf", f"{key}={value}"]
     return argv + [staged.job_jar_cluster]
 
 
@@ -502,7 +583,7 @@ def _print_log_tail(client, batch: str, lines: int = LOG_TAIL_LINES) -> None:
 
 
 def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> str:
-    argv = spark_submit_argv(cfg, staged, run_id=run_id)
+    argv = spark_submit_argv(cfg, staged, run_id=run_id, work=work)
     env = spark_submit_env(cfg)
     log_path = os.path.join(work, "spark-submit.log")
     print(f"spark-submit to {cfg['master']} (log: {log_path})", flush=True)
@@ -529,7 +610,7 @@ def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
                    output: str) -> int:
     """``--no-submit``: the jar is staged and the request written; the caller submits."""
     if cfg["kind"] == "spark":
-        request = {"argv": spark_submit_argv(cfg, staged, run_id=run_id)}
+        request = {"argv": spark_submit_argv(cfg, staged, run_id=run_id, work=work)}
         prefix = ""
         if cfg["master"] == "yarn":
             request["env"] = {"HADOOP_CONF_DIR": spark_submit_env(cfg)["HADOOP_CONF_DIR"]}
@@ -545,7 +626,9 @@ def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
         how = (f"POST {work}/batch-request.json's body to {url} ({auth}); nothing of that "
                "credential is in the file")
     path = os.path.join(work, "batch-request.json")
-    with open(path, "w", encoding="utf-8") as f:
+    # 0600: a config may give executors a secret in spark_conf, and Livy's body carries it
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(request, f, indent=1)
     print(f"wrote {path} and staged {staged.job_jar}")
     print(how)

@@ -1,9 +1,10 @@
 """Azure credentials: which one to use for each container, checked up front, never stored.
 
 Credentials, tried in this order for each (account, container) unless ``--azure-auth`` forces
-one: SAS token (``--azure-sas-token``, the ``?query`` of an https URL — scoped to its container —,
-``AZURE_STORAGE_SAS_TOKEN``), account key (``--azure-account-key``, ``AZURE_STORAGE_KEY`` /
-``AZURE_STORAGE_ACCOUNT_KEY``), connection string (Beam's ``--azure_connection_string``,
+one: SAS token (``AZURE_STORAGE_SAS_TOKEN``, ``--azure-sas-token-file``, ``--azure-sas-token``,
+the ``?query`` of an https URL — scoped to its container —), account key (``AZURE_STORAGE_KEY``
+/ ``AZURE_STORAGE_ACCOUNT_KEY``, ``--azure-account-key-file``, ``--azure-account-key``),
+connection string (Beam's ``--azure_connection_string``,
 ``AZURE_STORAGE_CONNECTION_STRING``), then azure-identity's ``DefaultAzureCredential``
 (environment service principal, workload/managed identity — Beam's
 ``--azure_managed_identity_client_id`` —, Azure CLI, ...).
@@ -17,6 +18,10 @@ Contract:
   one. It returns an :class:`~dataio.azure.state.AzurePlan` to hand to workers.
 - :func:`prepare_argv` is the first thing a job runs: secret flags leave argv
   (:func:`dataio.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
+  A secret given on the command line is readable by every local user (``ps``,
+  ``/proc/PID/cmdline``) for as long as the job runs: one ``warning:`` line says so and names
+  the ways that never put a secret on a command line, the environment variables above and the
+  file flags (:data:`SECRET_FILE_FLAGS`, read by :func:`read_secret_file`).
   Secrets given by flag or URL are put into this process's environment so that worker
   processes forked or spawned from it (DirectRunner multi-processing, a local worker pool,
   sbatch with ``--export=ALL``) inherit them. A worker calls :func:`configure_worker`
@@ -37,15 +42,17 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from dataio import redact as redactor
+from dataio.errors import ConfigError
 from dataio.azure.state import DEFAULT_BLOCK_SIZE, METHODS, STATE, AzurePlan
 from dataio.azure.urls import (AZURE_PROTOCOLS, AzureLocation, AzurePathError,
                                connection_string_account, connection_string_endpoint,
                                is_azure_url, parse, strip_sas)
 
 METHOD_TITLES = {
-    "sas": "SAS token (--azure-sas-token, the ?query of an https URL, AZURE_STORAGE_SAS_TOKEN)",
-    "account-key": "account key (--azure-account-key, AZURE_STORAGE_KEY or "
-                   "AZURE_STORAGE_ACCOUNT_KEY)",
+    "sas": "SAS token (AZURE_STORAGE_SAS_TOKEN, --azure-sas-token-file, --azure-sas-token, "
+           "the ?query of an https URL)",
+    "account-key": "account key (AZURE_STORAGE_KEY or AZURE_STORAGE_ACCOUNT_KEY, "
+                   "--azure-account-key-file, --azure-account-key)",
     "connection-string": "connection string (--azure_connection_string, "
                          "AZURE_STORAGE_CONNECTION_STRING)",
     "default": "DefaultAzureCredential (environment AZURE_TENANT_ID/AZURE_CLIENT_ID/"
@@ -53,6 +60,15 @@ METHOD_TITLES = {
                "[--azure_managed_identity_client_id], Azure CLI `az login`)",
 }
 STORAGE_SCOPE = "https://storage.azure.com/.default"
+
+# File flags that name a file holding a secret (the path, not the secret, is on the command
+# line) -> the secret option they stand for.
+SECRET_FILE_FLAGS = {"azure_sas_token_file": "azure_sas_token",
+                     "azure_account_key_file": "azure_account_key"}
+SAFE_WAYS = ("export AZURE_STORAGE_SAS_TOKEN, AZURE_STORAGE_KEY or "
+             "AZURE_STORAGE_CONNECTION_STRING, or use --azure-sas-token-file FILE / "
+             "--azure-account-key-file FILE")
+_LOG = logging.getLogger("tokenbeam.azure")
 
 # One request each, no retries: a wrong or missing credential must fail in seconds, not after
 # the storage SDK's exponential back-off (over a minute).
@@ -90,13 +106,59 @@ def prepare_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     options, path joins, metadata.json, job scripts) then only ever sees clean URLs."""
     clean, secrets = redactor.split_secret_flags(argv)
     out = []
+    in_urls = False
     for arg in clean:
         head, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg \
             else ("", "", arg)
         if "://" in value and "?" in value:
-            value = absorb_sas(value)
+            stripped = absorb_sas(value)
+            in_urls = in_urls or stripped != value
+            value = stripped
         out.append(head + eq + value)
+    warn_visible_secrets([f"--{name.replace('_', '-')}" for name in secrets]
+                         + (["a URL's SAS query"] if in_urls else []))
     return out, secrets
+
+
+def warn_visible_secrets(where: Sequence[str]) -> None:
+    """One ``warning:`` line when secrets came on the command line (``where`` names them)."""
+    if where:
+        _LOG.warning("a secret on the command line (%s): every local user can read it (ps, "
+                     "/proc/PID/cmdline) while the job runs; %s instead",
+                     ", ".join(where), SAFE_WAYS)
+
+
+def read_secret_file(path: str, flag: str) -> str:
+    """The secret in the file ``path`` (given as ``flag``), without its trailing newline.
+    Raises :class:`dataio.errors.ConfigError` (one line naming the flag) when the file cannot
+    be read or holds nothing."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = f.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror \
+            else type(error).__name__
+        raise ConfigError(f"{flag} {path}: cannot read it ({reason}); give a readable file "
+                          "holding only the secret") from None
+    if not value.strip():
+        raise ConfigError(f"{flag} {path}: the file is empty; it must hold the secret")
+    return value
+
+
+def _secrets_from_files(options: Mapping[str, Any]) -> dict[str, str]:
+    """The secrets named by file flags (:data:`SECRET_FILE_FLAGS`), by secret option name."""
+    out = {}
+    for file_option, secret_option in SECRET_FILE_FLAGS.items():
+        path = _option(options, file_option)
+        if not path:
+            continue
+        flag = "--" + file_option.replace("_", "-")
+        if _option(options, secret_option):
+            raise ConfigError(f"{flag} {path}, and --{secret_option.replace('_', '-')}; "
+                              f"keep only {flag}, which keeps the secret off the command line")
+        out[secret_option] = read_secret_file(str(path), flag)
+        redactor.register_secret(out[secret_option])
+    return out
 
 
 def _option(options: Mapping[str, Any], *names: str):
@@ -112,13 +174,14 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
     """Register Azure credentials for this process from parsed options and check them.
 
     ``options``: a mapping with any of ``azure_sas_token``, ``azure_account_key``,
-    ``azure_account_name``, ``azure_connection_string``, ``azure_managed_identity_client_id``,
+    ``azure_sas_token_file``, ``azure_account_key_file``, ``azure_account_name``, ``azure_connection_string``, ``azure_managed_identity_client_id``,
     ``blob_service_endpoint``, ``azure_auth`` (auto|sas|account-key|connection-string|default),
     ``azure_block_size_mb`` (e.g. ``vars(args)`` merged with :func:`prepare_argv`'s dict).
     ``paths``: every path the job reads or writes; non-Azure ones are ignored. Returns the plan
     for workers, or ``None`` when no Azure path is involved and no Azure option was given.
     """
     options = dict(options or {})
+    options.update(_secrets_from_files(options))
     azure_paths = [p for p in paths if p and is_azure_url(str(p))]
     given = [k for k in ("azure_sas_token", "azure_account_key", "azure_connection_string",
                          "azure_managed_identity_client_id", "azure_account_name",
@@ -393,8 +456,8 @@ def _failure_message(loc: AzureLocation, tried: list[tuple[str, str]]) -> str:
     for i, (method, outcome) in enumerate(tried, 1):
         lines.append(f"  {i}. {METHOD_TITLES[method]}: {redactor.redact(outcome)}")
     lines.append(
-        "Provide one: --azure-sas-token TOKEN or export AZURE_STORAGE_SAS_TOKEN; "
-        "export AZURE_STORAGE_KEY; --azure_connection_string or export "
+        "Provide one: export AZURE_STORAGE_SAS_TOKEN or --azure-sas-token-file FILE; "
+        "export AZURE_STORAGE_KEY or --azure-account-key-file FILE; export "
         "AZURE_STORAGE_CONNECTION_STRING; or sign in for DefaultAzureCredential (`az login`, "
         "a managed identity with --azure_managed_identity_client_id, or AZURE_TENANT_ID/"
         "AZURE_CLIENT_ID/AZURE_CLIENT_SECRET). --azure-auth METHOD tries only that method.")

@@ -90,7 +90,7 @@ def test_yarn_submit_arguments(tmp_path):
     (tmp_path / "spark" / "bin").mkdir(parents=True)
     (tmp_path / "spark" / "bin" / "spark-submit").write_text("")
     staged = spark.Staged("/s/pipeline.jar", "/s/runtime.jar", "/s/pipeline.jar", "/s/runtime.jar")
-    argv = spark.spark_submit_argv(cfg, staged, run_id="r1")
+    argv = spark.spark_submit_argv(cfg, staged, run_id="r1", work=str(tmp_path))
     assert argv[argv.index("--master") + 1] == "yarn"
     assert argv[argv.index("--deploy-mode") + 1] == "cluster"
     assert argv[argv.index("--num-executors") + 1] == "3"
