@@ -51,7 +51,7 @@ def test_printed_spark_submit_line_is_one_shell_word_per_argument(tmp_path, monk
     argv = ["/opt/spark/bin/spark-submit", "--name", "x\n$(touch PWNED)", "--conf",
             "a=`touch PWNED2`; 'q' \"d\" *", "/jobs/it's here.jar"]
     conf_dir = "/etc/hadoop $(touch PWNED3)"
-    monkeypatch.setattr(spark, "spark_submit_argv", lambda cfg, staged, run_id: argv)
+    monkeypatch.setattr(spark, "spark_submit_argv", lambda cfg, staged, run_id, work: argv)
     monkeypatch.setattr(spark, "spark_submit_env", lambda cfg: {"HADOOP_CONF_DIR": conf_dir})
     staged = spark.Staged(job_jar="/jobs/job.jar", runtime_jar="/jobs/rt.jar",
                           job_jar_cluster="/jobs/job.jar", runtime_jar_cluster="/jobs/rt.jar")
