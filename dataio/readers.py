@@ -669,7 +669,9 @@ def _whole_lines_of_head(item: WorkItem) -> bytes:
             else:
                 stream = stored
             while held < limit:
-                chunk = stream.read(limit - held)  # at most what is asked: memory stays bounded
+                # at most what is asked (memory stays bounded), in pieces: what was read
+                # before a damaged part is kept
+                chunk = stream.read(min(limit - held, 1 << 16))
                 if not chunk:
                     whole = not stored.capped  # the file ended, not the bytes a sample may read
                     break
