@@ -198,6 +198,11 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
                             if p.endswith(".model"))[:3]
             hint = f" (in it: {', '.join(inside)})" if inside else ""
             raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
+    for path in spec.files():  # a FIFO or device would hang the digest and the load
+        local = path.removeprefix("file://")
+        if fsutil.is_local(path) and os.path.exists(local) and not os.path.isfile(local):
+            raise errors.ConfigError(f"tokenizer file {path}: not a regular file (a FIFO or a "
+                                     "device); give the tokenizer's files themselves")
     if spec.kind in tk.TIKTOKEN_KINDS + tk.WORDPIECE_KINDS:
         # their files' contents are checked against the flags when loaded (cached for later)
         tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))

@@ -175,3 +175,15 @@ def test_a_dataset_folder_without_part_files_says_what_to_give(tmp_path):
     with pytest.raises(readers.InputError, match=r"is a folder .* give the files inside it, "
                                                  r"e.g. --input '.*p.parquet/\*/\*.parquet'"):
         readers.discover([str(tmp_path / "p.parquet")])
+
+
+def test_a_tokenizer_file_that_is_a_fifo_is_refused(tmp_path):
+    from dataio import errors
+    from pipelines import _tokenize_plan
+    from transforms import tokenizer as tk
+
+    (tmp_path / "tok").mkdir()
+    os.mkfifo(tmp_path / "tok" / "tokenizer.json")
+    spec = tk.TokenizerSpec(kind="HuggingFaceTokenizer", model=str(tmp_path / "tok"))
+    with pytest.raises(errors.ConfigError, match="tokenizer.json: not a regular file"):
+        _tokenize_plan.check_tokenizer_files(spec)
