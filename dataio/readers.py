@@ -14,6 +14,12 @@ it. A compressed stream must end where its format says it ends: a zstd file that
 frame, a gzip file without its trailer, and an empty ``.gz``/``.zst`` (a copy that never started)
 are corrupt, not short.
 
+Discovery (:func:`find_inputs`) takes each file once, however many names lead to it (a symlink
+beside its target, a hard link, a path given twice), refuses inputs that are not regular files (a
+FIFO, a device) before anything opens them, and reads a dataset folder named like a file
+(Spark's ``t.parquet/`` of part files) as its part files. Planning samples of an input
+(:func:`sample_item`) are bounded in bytes, stored and decompressed.
+
 Readers yield :class:`RawRecord`s: the bytes of one JSONL line (or the values of one Parquet
 row) with its line number and byte offset, for error reports. Line numbers are 1-based. For a
 range that does not start at 0 the line number is found by counting newlines before it, which is
@@ -26,7 +32,7 @@ import dataclasses
 import functools
 import glob as globlib
 import gzip
-import io as _io
+import io
 import os
 import posixpath
 import stat
@@ -249,14 +255,15 @@ def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
             continue
         listed = fsutil.glob_details(fsutil.join(_escape_glob(path), "*"))
         details.update(listed)
-        parts = [p for p in listed if _is_visible_input(p) and not os.path.basename(p).startswith("_")
+        parts = [p for p in listed if _is_visible_input(p)
+                 and not os.path.basename(p).startswith("_")
                  and not (os.path.isdir(p.removeprefix("file://")) if fsutil.is_local(p)
                           else listed[p].get("type") == "directory")]
         if not parts:
             raise InputError(f"--input {pattern}: {path} is a folder (a dataset written as part "
                              "files, as Spark writes one?) holding no part file "
                              f"({', '.join(SUPPORTED_SUFFIXES)}) directly in it; give the files "
-                             f"inside it, e.g. --input '{path}/*/*{file_format_suffix(path)}'")
+                             f"inside it, e.g. --input '{path}/*/*{_suffix_of(path)}'")
         stem = file_stem(path.rstrip("/"))
         print(f"inputs: {path} is a dataset folder: read as its {len(parts)} part file(s) in "
               f"name order, shards named {stem}_{{part name}}_*", file=sys.stderr, flush=True)
@@ -266,7 +273,7 @@ def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
     return out, datasets
 
 
-def file_format_suffix(path: str) -> str:
+def _suffix_of(path: str) -> str:
     """The supported suffix ``path`` ends with (``.parquet``), or ""."""
     lower = path.rstrip("/").lower()
     return next((s for s in _LONGEST_SUFFIX_FIRST if lower.endswith(s)), "")
@@ -582,7 +589,7 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
     if item.error:
         raise CorruptFileError(item.error)
     if item.head is not None:
-        yield from _split_lines(_io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
+        yield from _split_lines(io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
                                 first_line=1)
         return
     if item.format == "jsonl":
