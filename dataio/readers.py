@@ -35,6 +35,7 @@ import gzip
 import io
 import os
 import posixpath
+import re
 import stat
 import sys
 import zlib
@@ -47,6 +48,9 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".js
 PARQUET_SUFFIXES = (".parquet",)
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
 _LONGEST_SUFFIX_FIRST = tuple(sorted(SUPPORTED_SUFFIXES, key=len, reverse=True))
+# The compression codec Spark writes into a part file's name (part-00000-....snappy.parquet).
+_PART_CODEC = re.compile(r"\.(snappy|gz|gzip|zstd|lz4|lz4_raw|brotli|lzo|uncompressed)$",
+                         re.IGNORECASE)
 _BLOCK = 8 << 20
 # A compressed file is one work item, read by one worker from start to end: above this size
 # discovery says so (4 GiB takes one core about 2 minutes at ~37 MB/s in the job).
@@ -80,9 +84,11 @@ class InputFile:
     @functools.cached_property
     def stem(self) -> str:
         """The name of its shards: the file's name without its suffixes; for a part file of a
-        dataset folder, ``{folder stem}_{part stem}`` (``t.parquet/part-00000.parquet``:
-        ``t_part-00000``)."""
-        return f"{self.dataset}_{file_stem(self.path)}" if self.dataset else file_stem(self.path)
+        dataset folder, ``{folder stem}_{part stem}`` without the codec Spark names in it
+        (``t.parquet/part-00000-(uuid)-c000.snappy.parquet``: ``t_part-00000-(uuid)-c000``)."""
+        if self.dataset:
+            return f"{self.dataset}_{_PART_CODEC.sub('', file_stem(self.path))}"
+        return file_stem(self.path)
 
     @functools.cached_property
     def format(self) -> str:

@@ -110,6 +110,6 @@ def test_a_spark_folder_is_tokenized_part_by_part(hf_tokenizer, tmp_path, capfd)
     assert tokenize.run(_argv([data], out, hf_tokenizer)) == 0
     err = capfd.readouterr().err
     assert "Traceback" not in err and "corrupt" not in err
-    assert _stems(out) == ["t_part-00000-0a1b.snappy", "t_part-00001-0a1b.snappy"]
+    assert _stems(out) == ["t_part-00000-0a1b", "t_part-00001-0a1b"]
     docs = [int(n.split("_dc=")[1].split("_")[0]) for n in os.listdir(out) if n.endswith(".idx")]
     assert sorted(docs) == [100, 100]
