@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 
 from dataio import fs as fsutil
@@ -58,7 +59,8 @@ def _save(files: dict[str, list]) -> None:
 
 def content_hashes(paths: list[str]) -> dict[str, str | None]:
     """:func:`dataio.fs.content_hashes` of local ``paths``, reusing remembered hashes of files
-    whose identity has not changed; a file that cannot be read maps to ``None``."""
+    whose identity has not changed; a file that cannot be read, or is not a regular file (a
+    FIFO, a device: never opened), maps to ``None``."""
     if not paths:
         return {}
     cache = _load()
@@ -68,10 +70,14 @@ def content_hashes(paths: list[str]) -> dict[str, str | None]:
         local = os.path.abspath(path.removeprefix("file://"))
         stat_time = time.time_ns()
         try:
-            identity = _identity(os.stat(local))
+            st = os.stat(local)
         except OSError:
             known[path] = None
             continue
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would never end: never hashed
+            known[path] = None  # (discovery refuses such inputs; this is the last guard)
+            continue
+        identity = _identity(st)
         entry = cache.get(local)
         if isinstance(entry, list) and len(entry) == 2 and entry[0] == identity:
             known[path] = entry[1]

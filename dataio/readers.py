@@ -14,6 +14,12 @@ it. A compressed stream must end where its format says it ends: a zstd file that
 frame, a gzip file without its trailer, and an empty ``.gz``/``.zst`` (a copy that never started)
 are corrupt, not short.
 
+Discovery (:func:`find_inputs`) takes each file once, however many names lead to it (a symlink
+beside its target, a hard link, a path given twice), refuses inputs that are not regular files (a
+FIFO, a device) before anything opens them, and reads a dataset folder named like a file
+(Spark's ``t.parquet/`` of part files) as its part files. Planning samples of an input
+(:func:`sample_item`) are bounded in bytes, stored and decompressed.
+
 Readers yield :class:`RawRecord`s: the bytes of one JSONL line (or the values of one Parquet
 row) with its line number and byte offset, for error reports. Line numbers are 1-based. For a
 range that does not start at 0 the line number is found by counting newlines before it, which is
@@ -26,7 +32,11 @@ import dataclasses
 import functools
 import glob as globlib
 import gzip
+import io
 import os
+import posixpath
+import re
+import stat
 import sys
 import zlib
 from typing import Iterator, Sequence
@@ -38,6 +48,9 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".js
 PARQUET_SUFFIXES = (".parquet",)
 SUPPORTED_SUFFIXES = JSONL_SUFFIXES + PARQUET_SUFFIXES
 _LONGEST_SUFFIX_FIRST = tuple(sorted(SUPPORTED_SUFFIXES, key=len, reverse=True))
+# The compression codec Spark writes into a part file's name (part-00000-....snappy.parquet).
+_PART_CODEC = re.compile(r"\.(snappy|gz|gzip|zstd|lz4|lz4_raw|brotli|lzo|uncompressed)$",
+                         re.IGNORECASE)
 _BLOCK = 8 << 20
 # A compressed file is one work item, read by one worker from start to end: above this size
 # discovery says so (4 GiB takes one core about 2 minutes at ~37 MB/s in the job).
@@ -65,10 +78,16 @@ class InputFile:
     size: int
     version: str  # mtime (local) or etag (object stores): part of the resume key
     error: str = ""  # why discovery could not read the file; its shards fail with this reason
+    dataset: str = ""  # a part file of a dataset folder (``t.parquet/``): that folder's stem
 
     # Cached: planning asks each file's stem several times per shard (10,000 inputs: 60,000).
     @functools.cached_property
     def stem(self) -> str:
+        """The name of its shards: the file's name without its suffixes; for a part file of a
+        dataset folder, ``{folder stem}_{part stem}`` without the codec Spark names in it
+        (``t.parquet/part-00000-(uuid)-c000.snappy.parquet``: ``t_part-00000-(uuid)-c000``)."""
+        if self.dataset:
+            return f"{self.dataset}_{_PART_CODEC.sub('', file_stem(self.path))}"
         return file_stem(self.path)
 
     @functools.cached_property
@@ -89,6 +108,9 @@ class WorkItem:
     end: int | None = None
     row_groups: tuple[int, ...] = ()
     error: str = ""  # why planning could not read the file: the reader fails the item with it
+    # Planning samples only (:func:`sample_item`): read at most this many bytes, stored and
+    # decompressed, and only the whole records in them.
+    head: int | None = None
 
 
 @dataclasses.dataclass
@@ -161,6 +183,7 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     blob's size and etag, so no file is asked for its details again (10,000 inputs: a couple of
     requests, not 10,000); local files are each stat'ed (microseconds)."""
     found: dict[str, InputFile] = {}
+    named_again: list[str] = []  # the same path from a second pattern
     left_out: list[str] = []
     not_inputs = {_location(p) for p in leave_out if p}
     real_folders: dict[str, str] = {}
@@ -168,7 +191,11 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
         fs, inner = fsutil.filesystem_and_path(pattern)
         literal = False
         details: dict[str, dict] = {}  # what the listing said of each path (object stores)
-        if fs.isdir(inner):
+        folders: set[str] = set()  # paths known to be folders
+        if fs.isdir(inner) and _is_dataset_name(pattern):
+            paths = [pattern.rstrip("/")]  # a dataset folder itself: its parts, below
+            folders.add(paths[0])
+        elif fs.isdir(inner):
             details = fsutil.glob_details(fsutil.join(_escape_glob(pattern), "*"))
             paths = [p for p in details if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
         elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
@@ -191,19 +218,138 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
                     kept.append(path)
             paths = kept
             left_out += skipped
+        paths, datasets = _dataset_parts(pattern, paths, details, folders)
         if not paths:
             wanted = "input file" if skip_unsupported else "supported file"
             raise InputError(f"--input {pattern}: matches no {wanted} "
                              f"({', '.join(SUPPORTED_SUFFIXES)})"
                              + (f"; left out, not inputs: {_listing(skipped)}" if skipped else ""))
         for path in paths:
+            _refuse_special_file(pattern, path)
             file_format(path)
         for path, input_file in zip(paths, _input_files(paths, details)):
-            found[path] = input_file
+            if path in found:
+                named_again.append(path)
+            found[path] = dataclasses.replace(input_file, dataset=datasets[path]) \
+                if path in datasets else input_file
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
-    return sorted(found.values(), key=lambda f: f.path)
+    return _each_file_once(list(found.values()), named_again)
+
+
+def _is_dataset_name(path: str) -> bool:
+    """A folder named like a file (``t.parquet/``, ``t.jsonl/``): how Spark and others write
+    one dataset as part files (``part-00000-....parquet``, ``_SUCCESS``, ``.crc`` files)."""
+    return os.path.basename(path.rstrip("/")).lower().endswith(SUPPORTED_SUFFIXES)
+
+
+def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
+                   folders: set[str]) -> tuple[list[str], dict[str, str]]:
+    """``paths`` with each dataset folder among them replaced by its part files (the supported
+    files directly in it, in name order; ``_SUCCESS``, ``_committed_*``, hidden and ``.crc``
+    files are not parts), and {part file: its folder's stem}, which names the part's shards.
+    One line on stderr per dataset folder; one holding no part file is refused."""
+    out: list[str] = []
+    datasets: dict[str, str] = {}
+    for path in paths:
+        is_folder = path in folders or (
+            os.path.isdir(path.removeprefix("file://")) if fsutil.is_local(path)
+            else details.get(path, {}).get("type") == "directory")
+        if not is_folder or not _is_dataset_name(path):
+            out.append(path)
+            continue
+        listed = fsutil.glob_details(fsutil.join(_escape_glob(path), "*"))
+        details.update(listed)
+        parts = [p for p in listed if _is_visible_input(p)
+                 and not os.path.basename(p).startswith("_")
+                 and not (os.path.isdir(p.removeprefix("file://")) if fsutil.is_local(p)
+                          else listed[p].get("type") == "directory")]
+        if not parts:
+            raise InputError(f"--input {pattern}: {path} is a folder (a dataset written as part "
+                             "files, as Spark writes one?) holding no part file "
+                             f"({', '.join(SUPPORTED_SUFFIXES)}) directly in it; give the files "
+                             f"inside it, e.g. --input '{path}/*/*{_suffix_of(path)}'")
+        stem = file_stem(path.rstrip("/"))
+        print(f"inputs: {path} is a dataset folder: read as its {len(parts)} part file(s) in "
+              f"name order, shards named {stem}_{{part name}}_*", file=sys.stderr, flush=True)
+        for part in sorted(parts):
+            datasets[part] = stem
+            out.append(part)
+    return out, datasets
+
+
+def _suffix_of(path: str) -> str:
+    """The supported suffix ``path`` ends with (``.parquet``), or ""."""
+    lower = path.rstrip("/").lower()
+    return next((s for s in _LONGEST_SUFFIX_FIRST if lower.endswith(s)), "")
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_special_file(pattern: str, path: str) -> None:
+    """A local input (or what its link leads to) that is not a regular file (``/dev/zero``, a
+    FIFO) is refused before anything opens it: reading it would hang or never end. Folders and
+    paths that cannot be stat'ed are left to the checks that follow."""
+    if not fsutil.is_local(path):
+        return
+    try:
+        mode = os.stat(path.removeprefix("file://")).st_mode
+    except OSError:
+        return
+    for is_kind, kind in _SPECIAL_KINDS:
+        if is_kind(mode):
+            named = path if path == pattern else f"{path} (matched by {pattern})"
+            if os.path.islink(path.removeprefix("file://")):
+                named += f", a link to {os.path.realpath(path.removeprefix('file://'))}"
+            raise InputError(f"--input {named}: {kind}, not a regular file; reading it would "
+                             "hang or never end: give regular files (copy the data to a file)")
+
+
+def _each_file_once(files: list[InputFile], named_again: list[str]) -> list[InputFile]:
+    """``files`` sorted by path, each file once however many names lead to it: a symlink
+    (``latest.jsonl -> v3.jsonl``), a hard link, or another spelling of the same path or URL
+    would otherwise be tokenized twice. Of the names of one file the one kept is the file's own
+    name (the one its real path ends with) if it is among them, else the first in sorted order;
+    one line on stderr names the others."""
+    groups: dict[object, list[InputFile]] = {}
+    for f in files:
+        groups.setdefault(_file_key(f.path), []).append(f)
+    kept, dropped = [], []
+    for group in groups.values():
+        if len(group) == 1:
+            kept.append(group[0])
+            continue
+        own = {f.path: os.path.basename(_location(f.path)) == os.path.basename(f.path.rstrip("/"))
+               for f in group}
+        first = min(group, key=lambda f: (not own[f.path], f.path))
+        kept.append(first)
+        dropped += [f"{f.path} (the same file as {first.path})" for f in group if f is not first]
+    kept_paths = {f.path for f in kept}
+    dropped += [f"{p} (named twice)" for p in sorted(set(named_again)) if p in kept_paths]
+    if dropped:
+        print(f"inputs: each file is read once; left out {len(dropped)} other name(s) of an "
+              f"input: {_listing(sorted(dropped))}", file=sys.stderr, flush=True)
+    return sorted(kept, key=lambda f: f.path)
+
+
+def _file_key(path: str) -> object:
+    """What is the same for every name of one file: a local file's device and inode (symlinks
+    and hard links alike), else its place: :func:`dataio.fs.resolve_location` for Azure (which
+    knows the account), the filesystem's own path for other URLs."""
+    if fsutil.is_local(path):
+        try:
+            st = os.stat(path.removeprefix("file://"))
+            return ("inode", st.st_dev, st.st_ino)
+        except OSError:
+            return ("place", _location(path))
+    place = fsutil.resolve_location(path)  # Azure: the account, container and blob
+    if place.startswith("azure://"):
+        return ("place", place)
+    fs, inner = fsutil.filesystem_and_path(path)  # memory://x/a and memory:///x/a: one file
+    return ("place", str(fs.protocol), posixpath.normpath("/" + inner.lstrip("/")))
 
 
 def _is_visible_input(path: str) -> bool:
@@ -307,6 +453,8 @@ def _not_an_input(path: str, not_inputs: set[str], real_folders: dict[str, str])
 def _is_manifest(path: str) -> bool:
     """A pretty-printed JSON document, as tokenbeam writes metadata.json: its first line is
     ``{`` alone, so it cannot be JSONL (a JSONL record is a whole object on one line)."""
+    if fsutil.is_local(path) and not os.path.isfile(path.removeprefix("file://")):
+        return False  # a FIFO named metadata.json would block the open; refused as an input
     try:
         with fsutil.open_file(path, "rb") as f:
             head = f.read(64)
@@ -446,6 +594,10 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
     caller fails the whole file)."""
     if item.error:
         raise CorruptFileError(item.error)
+    if item.head is not None:
+        yield from _split_lines(io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
+                                first_line=1)
+        return
     if item.format == "jsonl":
         try:
             yield from _read_jsonl_range(item.path, item.start, item.end)
@@ -470,6 +622,78 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
         except (OSError, EOFError, zlib.error, _BadStream) as exc:
             raise CorruptFileError(f"{item.path}: cannot decompress ({exc}); the file is corrupt "
                                    "or truncated: re-copy it or leave it out") from exc
+
+
+# A planning sample (:func:`sample_item`) reads at most this much of a JSONL file, stored and
+# decompressed: a 2 MB .gz whose first line unpacks to 2 GB is judged from its first MiB.
+SAMPLE_BYTES = 1 << 20
+# ... and of a Parquet file, the first row group's requested columns if they hold no more than
+# this uncompressed (their size is in the footer); a larger row group gives no sample.
+PARQUET_SAMPLE_BYTES = 64 << 20
+
+
+def sample_item(f: InputFile, *, head: int | None = None) -> WorkItem:
+    """The work item of a planning sample of ``f`` (the tokenizer self-check, ``--dry-run``'s
+    estimates): bounded in bytes (:data:`SAMPLE_BYTES`, :data:`PARQUET_SAMPLE_BYTES`), so no
+    input, however its first record is made, costs planning more than that."""
+    parquet = f.format == "parquet"
+    return WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, error=f.error,
+                    row_groups=(0,) if parquet else (),
+                    head=head or (PARQUET_SAMPLE_BYTES if parquet else SAMPLE_BYTES))
+
+
+class _Capped:
+    """A binary file's first ``limit`` bytes as a file: reads stop there."""
+
+    def __init__(self, raw, limit: int):
+        self._raw, self._left = raw, limit
+
+    def read(self, n: int = -1) -> bytes:
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._raw.read(n) if n > 0 else b""
+        self._left -= len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    @property
+    def capped(self) -> bool:
+        return self._left <= 0
+
+
+def _whole_lines_of_head(item: WorkItem) -> bytes:
+    """The whole lines within the first ``item.head`` bytes of the (decompressed) file, read
+    from at most ``item.head`` stored bytes; a line not ended within them is not sampled. Never
+    raises for a damaged file: the sample is what could be read (the job reports the file)."""
+    limit = item.head
+    chunks: list[bytes] = []
+    held, whole = 0, False
+    try:
+        with fsutil.open_file(item.path, "rb") as raw:
+            stored = _Capped(raw, limit)
+            if item.format == "jsonl.gz":
+                stream = gzip.GzipFile(fileobj=stored, mode="rb")
+            elif item.format == "jsonl.zst":
+                import zstandard
+
+                stream = zstandard.ZstdDecompressor().stream_reader(stored, read_size=1 << 16,
+                                                                   read_across_frames=True)
+            else:
+                stream = stored
+            while held < limit:
+                # at most what is asked (memory stays bounded), in pieces: what was read
+                # before a damaged part is kept
+                chunk = stream.read(min(limit - held, 1 << 16))
+                if not chunk:
+                    whole = not stored.capped  # the file ended, not the bytes a sample may read
+                    break
+                chunks.append(chunk)
+                held += len(chunk)
+    except Exception:  # noqa: BLE001 - a damaged or cut-off stream: the sample is what was read
+        whole = False
+    data = b"".join(chunks)
+    return data if whole else data[:data.rfind(b"\n") + 1]
 
 
 def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
@@ -562,6 +786,19 @@ def line_number_at(path: str, offset: int) -> int:
 
 # --- Parquet ----------------------------------------------------------------------------------
 
+def _row_group_bytes(pf, groups: Sequence[int], columns: Sequence[str]) -> int:
+    """Uncompressed bytes of ``columns`` in row ``groups``, from the footer (nothing read)."""
+    meta, wanted = pf.metadata, set(columns)
+    total = 0
+    for g in groups:
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if chunk.path_in_schema.split(".")[0] in wanted:
+                total += chunk.total_uncompressed_size
+    return total
+
+
 def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, dict]]:
     """``(row index, {column: list of values})`` per row group, columns read whole (no per-row
     dicts). A column missing from the file gives a list of None (reported per record)."""
@@ -573,6 +810,8 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
         with fsutil.open_file(item.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
             present = [c for c in columns if c in pf.schema_arrow.names]
+            if item.head is not None and _row_group_bytes(pf, item.row_groups, present) > item.head:
+                return  # a planning sample: this row group is larger than a sample may be
             row = sum(pf.metadata.row_group(g).num_rows for g in range(min(item.row_groups or (0,)))) \
                 if item.row_groups else 0
             for g in item.row_groups:

@@ -198,6 +198,11 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
                             if p.endswith(".model"))[:3]
             hint = f" (in it: {', '.join(inside)})" if inside else ""
             raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
+    for path in spec.files():  # a FIFO or device would hang the digest and the load
+        local = path.removeprefix("file://")
+        if fsutil.is_local(path) and os.path.exists(local) and not os.path.isfile(local):
+            raise errors.ConfigError(f"tokenizer file {path}: not a regular file (a FIFO or a "
+                                     "device); give the tokenizer's files themselves")
     if spec.kind in tk.TIKTOKEN_KINDS + tk.WORDPIECE_KINDS:
         # their files' contents are checked against the flags when loaded (cached for later)
         tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))
@@ -343,9 +348,8 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
     """Texts from the start of the first input files (for the tokenizer self-check)."""
     texts: list[str] = []
     for f in files[:max_files]:
-        end = min(f.size, 256 << 10) if f.format == "jsonl" else None
-        item = readers.WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=0,
-                                end=end, row_groups=(0,) if f.format == "parquet" else ())
+        # bounded in bytes: a first line that unpacks to gigabytes is not read whole
+        item = readers.sample_item(f, head=None if f.format == "parquet" else 256 << 10)
         taken = 0
         try:
             for out in _documents().read_documents(item, keys, max_docs=64):
@@ -367,9 +371,7 @@ def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
     """Documents and tokens extrapolated from the first ~1 MB of the file."""
     if input_file.format in ("jsonl.gz", "jsonl.zst"):
         return "compressed: not estimated"
-    item = readers.WorkItem(path=input_file.path, stem=input_file.stem, format=input_file.format,
-                            index=0, start=0, end=min(input_file.size, 1 << 20),
-                            row_groups=(0,) if input_file.format == "parquet" else ())
+    item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
     n_docs = n_bytes = n_tokens = 0
     try:
         for out in _documents().read_documents(item, job.config.keys, max_docs=256):

@@ -1393,6 +1393,42 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
 
 
 def _load_reference(spec: TokenizerSpec) -> Tokenizer:
+    """The reference tokenizer of ``spec``. A tokenizer file that exists but cannot be parsed
+    (truncated, damaged, not the format its flag asks for) raises TokenizerConfigError naming
+    it, on the driver's check and on every worker alike, whatever its library raised."""
+    try:
+        return _build_reference(spec)
+    except (TokenizerConfigError, ImportError, OSError, MemoryError):
+        raise  # already says what is wrong; a file that cannot be read; a missing library
+    except Exception as exc:  # noqa: BLE001 - each library raises its own kind on a bad file
+        raise TokenizerConfigError(_damaged_message(spec, exc)) from None
+
+
+def _damaged_message(spec: TokenizerSpec, exc: Exception) -> str:
+    """One line naming the flag and the file its library could not parse (the first text file
+    that is not valid UTF-8, or JSON file that is not JSON, else every file of the tokenizer)
+    and the fix."""
+    flags = {spec.vocab_file: "--vocab-file", spec.merge_file: "--merge-file"}
+    files = [p for p in spec.files() if p]
+    bad = [p for p in files if not p.endswith(".model") and not _parses(p)][:1] or files
+    named = ", ".join(f"{flags.get(p, '--tokenizer-model')} {p}" for p in bad) or spec.kind
+    reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+    return (f"{named}: not a usable {spec.kind} file: damaged or truncated? ({type(exc).__name__}:"
+            f" {reason}); copy it again from its source (compare its sha256 with the original's)")
+
+
+def _parses(path: str) -> bool:
+    """A text file that is UTF-8 (and JSON, for a ``.json``)."""
+    try:
+        text = _read_text(path)
+        if path.endswith(".json"):
+            json.loads(text)
+    except (OSError, ValueError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return False
+    return True
+
+
+def _build_reference(spec: TokenizerSpec) -> Tokenizer:
     if spec.kind in HF_KINDS:
         tok = HuggingFaceTokenizer(spec)
     elif spec.kind in SP_KINDS:
