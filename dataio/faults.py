@@ -46,6 +46,11 @@ POINTS = (
     "sink.before_cleanup",        # commit record written, stale files and parts not yet removed
 )
 
+# Reached by the reshard job only (so not in POINTS, which a tokenize run passes every one of).
+RESHARD_POINTS = (
+    "reshard.between_renames",    # reshard's commit: a shard renamed into place, maybe not all
+)
+
 
 def _parse(spec: str | None) -> tuple[str, int] | None:
     if not spec:

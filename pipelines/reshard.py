@@ -13,8 +13,9 @@ inputs with the same field values form one group, resharded together into
 uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
 specified in :mod:`transforms.reshard`.
 
-The driver finds the inputs, their fields and the names, refuses to replace earlier outputs
-unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
+The driver finds the inputs, their fields and the names, settles a commit that a killed run left
+unfinished in the output (finished when all its shards were in place, else rolled back;
+:func:`dataio.jsonl_sink.recover`), refuses to replace earlier outputs unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
 place), and with ``--dry-run`` prints the plan and stops. The Beam job measures, plans, writes and
 commits. ``--runner=DirectRunner`` (the default) runs Beam's in-process FnApiRunner, with
 ``--workers N`` processes.
@@ -123,6 +124,11 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
             raise rs.ReshardError(f"groups {dict(first_names[name])} and {dict(fields)} would both "
                                   f"be named {name}; put the differing field in --name-template")
         first_names[name] = fields
+    if not io.plan_only:
+        # A run killed inside its commit left it unfinished: finish or roll it back first.
+        settled = jsonl_sink.recover(output)
+        if settled:
+            print(settled, file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)]
