@@ -18,7 +18,7 @@ once, at import, so an unset hook costs one global lookup and a compare per call
     not lose each other's hits) and the hit that makes it N bytes or more kills.
 ``TOKENBEAM_FAULT_TRUNCATE=PATH:SIZE``
     Instead of killing, the N-th hit truncates the file PATH to SIZE bytes and the job goes on:
-    an input cut short while the job reads it (with ``readers.item_opened``, after planning,
+    an input cut short while the job reads it (with ``readers.item_started``, after planning,
     before a work item reads its bytes).
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
@@ -38,7 +38,7 @@ PGID_ENV = "TOKENBEAM_FAULT_PGID"
 
 # Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
 POINTS = (
-    "readers.item_opened",        # a planned work item's input opened, none of its bytes read
+    "readers.item_started",       # a planned work item about to read its input (planning done)
     "indexed.bin_written",        # writer: .bin and .idx written under temporary names
     "indexed.between_renames",    # writer: .bin renamed to its final name, .idx not yet
     "sink.part_written",          # a part committed under _temporary/, its counts not yet out

@@ -227,6 +227,7 @@ def _refuse_unfinished_reshards(patterns: Sequence[str], found: dict[str, InputF
     for path, f in found.items():
         folder, _, name = path.rstrip("/").rpartition("/")
         by_folder.setdefault(folder or ".", {})[name] = None if f.error else f.size
+
     def spelled(path: str) -> str:  # one spelling per folder (listings give absolute paths)
         if fsutil.is_local(path):
             return os.path.abspath(path.removeprefix("file://"))
@@ -485,30 +486,33 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
     file)."""
     if item.error:
         raise CorruptFileError(item.error)
+    if item.size is not None:
+        faults.checkpoint("readers.item_started")
+    if item.format == "jsonl":
+        try:
+            yield from _read_jsonl_range(item.path, item.start, item.end)
+        except CorruptFileError:
+            raise
+        except OSError as exc:
+            confirm_unchanged(item)  # a file cut short under us changed; it is not corrupt
+            raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or "
+                                   "leave it out") from exc
+        confirm_unchanged(item)
+        return
     try:
         raw = fsutil.open_file(item.path, "rb")
     except OSError as exc:
         raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or leave it "
                                "out") from exc
     with raw:
-        if item.size is not None:
-            faults.checkpoint("readers.item_opened")
         try:
-            if item.format == "jsonl":
-                yield from _read_jsonl_range(raw, item.start, item.end)
-            else:
-                f = _ZstdStream(raw) if item.format == "jsonl.zst" else \
-                    gzip.GzipFile(fileobj=raw, mode="rb")
-                yield from _split_lines(f, base=0, end=None, first_line=1)
-                if item.format == "jsonl.gz" and raw.tell() == 0:
-                    raise _BadStream("empty file, not even a gzip header")
-        except CorruptFileError:
-            raise
+            f = _ZstdStream(raw) if item.format == "jsonl.zst" else gzip.GzipFile(fileobj=raw,
+                                                                                  mode="rb")
+            yield from _split_lines(f, base=0, end=None, first_line=1)
+            if item.format == "jsonl.gz" and raw.tell() == 0:
+                raise _BadStream("empty file, not even a gzip header")
         except (OSError, EOFError, zlib.error, _BadStream) as exc:
             confirm_unchanged(item, raw)  # a file cut short under us changed; it is not corrupt
-            if item.format == "jsonl":
-                raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or "
-                                       "leave it out") from exc
             raise CorruptFileError(f"{item.path}: cannot decompress ({exc}); the file is corrupt "
                                    "or truncated: re-copy it or leave it out") from exc
         confirm_unchanged(item, raw)
@@ -521,9 +525,9 @@ def confirm_unchanged(item: WorkItem, opened=None) -> None:
     write and cannot be set back, so an edit that keeps size and mtime is caught without hashing
     again). Called once the item's bytes are read: a file truncated, appended to or rewritten
     in place since planning fails its shards instead of committing part of it. ``opened``: the
-    file object read from (a local file is checked by its descriptor: the file the bytes came
-    from, even if another was renamed over its path since). Items without a planned size (the
-    planner's samples) are not checked."""
+    file object read from, where the caller holds it (a local file is then checked by its
+    descriptor), else the path is checked. Items without a planned size (the planner's samples)
+    are not checked."""
     if item.size is None:
         return
     stamp = ""
@@ -551,28 +555,28 @@ def confirm_unchanged(item: WorkItem, opened=None) -> None:
                             f"{found}); rerun")
 
 
-def _read_jsonl_range(f, start: int, end: int | None) -> Iterator[RawRecord]:
-    """The lines of the open file ``f`` that start in ``[start, end)``."""
-    if start > 0:
-        # The line containing byte start-1 belongs to the previous range; skip past it.
-        f.seek(start - 1)
-        skipped = 0
-        while True:
-            block = f.read(1 << 16)
-            if not block:
-                return
-            nl = block.find(b"\n")
-            if nl >= 0:
-                base = start - 1 + skipped + nl + 1
-                f.seek(base)
-                break
-            skipped += len(block)
-        first_line = None
-    else:
-        base, first_line = 0, 1
-    if end is not None and base >= end:
-        return
-    yield from _split_lines(f, base=base, end=end, first_line=first_line)
+def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
+    with fsutil.open_file(path, "rb") as f:
+        if start > 0:
+            # The line containing byte start-1 belongs to the previous range; skip past it.
+            f.seek(start - 1)
+            skipped = 0
+            while True:
+                block = f.read(1 << 16)
+                if not block:
+                    return
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    base = start - 1 + skipped + nl + 1
+                    f.seek(base)
+                    break
+                skipped += len(block)
+            first_line = None
+        else:
+            base, first_line = 0, 1
+        if end is not None and base >= end:
+            return
+        yield from _split_lines(f, base=base, end=end, first_line=first_line)
 
 
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
@@ -648,10 +652,10 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
 
     if item.error:
         raise CorruptFileError(item.error)
+    if item.size is not None:
+        faults.checkpoint("readers.item_started")
     try:
         with fsutil.open_file(item.path, "rb") as fh:
-            if item.size is not None:
-                faults.checkpoint("readers.item_opened")
             pf = pq.ParquetFile(fh)
             present = [c for c in columns if c in pf.schema_arrow.names]
             row = sum(pf.metadata.row_group(g).num_rows for g in range(min(item.row_groups or (0,)))) \

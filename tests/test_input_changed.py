@@ -5,7 +5,7 @@ identity its content hash was taken under); the reader confirms it once the item
 read (dataio/readers.py ``confirm_unchanged``) and a changed file fails its shards with one line
 "FILE changed while reading (planned N bytes, found M); rerun", while the other shards commit.
 The whole-job test changes the file with the fault hook ``TOKENBEAM_FAULT_TRUNCATE`` at the
-checkpoint ``readers.item_opened`` (dataio/faults.py): after planning, before the bytes are read.
+checkpoint ``readers.item_started`` (dataio/faults.py): after planning, before the bytes are read.
 """
 
 import gzip
@@ -143,7 +143,7 @@ def test_job_fails_the_changed_shard_and_commits_the_others(corpus_dir, hf_token
            str(out), "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
            str(hf_tokenizer), "--log-interval", "0"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENBEAM_FAULT")}
-    env.update(PYTHONPATH=ROOT, TOKENBEAM_FAULT="readers.item_opened:1",
+    env.update(PYTHONPATH=ROOT, TOKENBEAM_FAULT="readers.item_started:1",
                TOKENBEAM_FAULT_TRUNCATE=f"{victim}:{cut}")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]
