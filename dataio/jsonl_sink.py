@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import os
 import uuid
 from typing import Iterable, Sequence
 
@@ -179,7 +180,8 @@ def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable
         before.get("previous") or {}
     finals = {_name(final) for _, final in renames}
     removing = {_name(p) for p in stale}
-    files = {n: size for n, size in previous.items() if n not in removing}
+    present = {_name(p) for p in fsutil.list_files(output)}  # one listing: shards deleted by hand
+    files = {n: size for n, size in previous.items() if n not in removing and n in present}
     for temporary, final in renames:
         fs, source = fsutil.filesystem_and_path(temporary)
         _, target = fsutil.filesystem_and_path(final)
@@ -246,6 +248,28 @@ def recover(output: str) -> str:
         _complete(output, previous)
     return (f"reshard: rolled back the unfinished commit of an interrupted run in {output} "
             f"({len(renamed)} of {len(adding)} shard(s) had been renamed into place)")
+
+
+def refusal_of_inputs(patterns: Iterable[str], files: dict[str, int | None]) -> str:
+    """:func:`refusal` for the input ``files`` (path -> size, None where unreadable) that
+    ``patterns`` (the ``--input`` values) matched, folder by folder; a folder named by a pattern
+    is read whole."""
+    by_folder: dict[str, dict[str, int | None]] = {}
+    for path, size in files.items():
+        folder, _, name = path.rstrip("/").rpartition("/")
+        by_folder.setdefault(folder or ".", {})[name] = size
+
+    def spelled(path: str) -> str:  # one spelling per folder (listings give absolute paths)
+        if fsutil.is_local(path):
+            return os.path.abspath(path.removeprefix("file://"))
+        return path.rstrip("/")
+
+    given = {spelled(p) for p in patterns}
+    for folder, sizes in sorted(by_folder.items()):
+        why = refusal(folder, sizes, whole=spelled(folder) in given)
+        if why:
+            return why
+    return ""
 
 
 def refusal(folder: str, sizes: dict[str, int | None], *, whole: bool) -> str:

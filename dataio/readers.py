@@ -215,29 +215,13 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
-    _refuse_unfinished_reshards(patterns, found)
+    # A folder reshard writes is read only once its commit there is complete (one manifest
+    # read per folder; dataio/jsonl_sink.py step 3).
+    why = jsonl_sink.refusal_of_inputs(patterns, {p: None if f.error else f.size
+                                                  for p, f in found.items()})
+    if why:
+        raise InputError(why, exit_status=errors.EXIT_FAILED)
     return sorted(found.values(), key=lambda f: f.path)
-
-
-def _refuse_unfinished_reshards(patterns: Sequence[str], found: dict[str, InputFile]) -> None:
-    """Files of a folder that reshard writes are inputs only once its commit there is complete
-    and they are the files it committed (dataio/jsonl_sink.py, step 3): one manifest read per
-    folder the inputs are in. A folder given whole must hold every shard its manifest lists."""
-    by_folder: dict[str, dict[str, int | None]] = {}
-    for path, f in found.items():
-        folder, _, name = path.rstrip("/").rpartition("/")
-        by_folder.setdefault(folder or ".", {})[name] = None if f.error else f.size
-
-    def spelled(path: str) -> str:  # one spelling per folder (listings give absolute paths)
-        if fsutil.is_local(path):
-            return os.path.abspath(path.removeprefix("file://"))
-        return path.rstrip("/")
-
-    given = {spelled(p) for p in patterns}
-    for folder, sizes in sorted(by_folder.items()):
-        why = jsonl_sink.refusal(folder, sizes, whole=spelled(folder) in given)
-        if why:
-            raise InputError(why, exit_status=errors.EXIT_FAILED)
 
 
 def _is_visible_input(path: str) -> bool:
