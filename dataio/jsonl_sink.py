@@ -206,6 +206,15 @@ def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable
     _complete(output, files)
 
 
+def unfinished_shards(output: str) -> set[str]:
+    """The names an unfinished commit into ``output`` was adding (what :func:`recover` would
+    roll back); empty when the manifest is complete or absent."""
+    manifest = read_manifest(output)
+    if manifest is None or manifest.get("complete"):
+        return set()
+    return {name for _, name in manifest.get("adding") or []}
+
+
 def recover(output: str) -> str:
     """Settle a commit into ``output`` that a killed run left unfinished (step 3), before a new
     run plans, so that the rerun of the same command goes on as a fresh run. Rolled back (the

@@ -124,14 +124,21 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
             raise rs.ReshardError(f"groups {dict(first_names[name])} and {dict(fields)} would both "
                                   f"be named {name}; put the differing field in --name-template")
         first_names[name] = fields
-    if not io.plan_only:
-        # A run killed inside its commit left it unfinished: finish or roll it back first.
+    # A run killed inside its commit left it unfinished: finish or roll it back first (a dry
+    # run only says so, and plans as if rolled back).
+    unsettled: set[str] = set()
+    if io.plan_only:
+        unsettled = jsonl_sink.unfinished_shards(output)
+        settled = (f"reshard: {output} holds the unfinished commit of an interrupted run; the "
+                   "run will settle it first") if unsettled else ""
+    else:
         settled = jsonl_sink.recover(output)
-        if settled:
-            print(settled, file=sys.stderr, flush=True)
+    if settled:
+        print(settled, file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
-                if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)]
+                if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
+                and p.rsplit("/", 1)[-1] not in unsettled]
     read = {fsutil.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
     clobbered = sorted(p for p in existing if fsutil.resolve_location(p) in read)
     if clobbered:

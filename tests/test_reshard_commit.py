@@ -76,6 +76,8 @@ def test_kill_inside_the_commit_then_readers_refuse_and_the_rerun_settles_it(
     with pytest.raises(readers.InputError, match="unfinished reshard commit"):
         readers.find_inputs([str(out / "*.jsonl")])
 
+    assert reshard.run(_args(inputs, out, "--target-size", "20KB", "--dry-run")) == 0
+    assert "unfinished commit of an interrupted run" in capsys.readouterr().err
     # (b) the same command again: rolled back by itself, then done as a clean run does it
     assert reshard.run(_args(inputs, out, "--target-size", "20KB")) == 0
     assert "rolled back the unfinished commit" in capsys.readouterr().err
