@@ -1,4 +1,5 @@
-"""Fault injection for tests and bench/fault_injection.py: kill the whole job at a named point.
+"""Fault injection for tests and bench/fault_injection.py: kill the whole job at a named point
+(or change an input under it).
 
 The storage code calls ``checkpoint("sink.before_commit_record")`` and the like at the moments
 where a crash is most likely to leave something half done (see the calls in dataio/indexed.py
@@ -15,6 +16,10 @@ once, at import, so an unset hook costs one global lookup and a compare per call
 ``TOKENBEAM_FAULT_COUNTER=PATH``
     Count hits of NAME job-wide: every hit appends one byte to PATH (O_APPEND, so processes do
     not lose each other's hits) and the hit that makes it N bytes or more kills.
+``TOKENBEAM_FAULT_TRUNCATE=PATH:SIZE``
+    Instead of killing, the N-th hit truncates the file PATH to SIZE bytes and the job goes on:
+    an input cut short while the job reads it (with ``readers.item_started``, after planning,
+    before a work item reads its bytes).
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
     with only this set tells a test how often each point is reached, so it can choose N.
@@ -28,15 +33,22 @@ import signal
 FAULT_ENV = "TOKENBEAM_FAULT"
 COUNTER_ENV = "TOKENBEAM_FAULT_COUNTER"
 TRACE_ENV = "TOKENBEAM_FAULT_TRACE"
+TRUNCATE_ENV = "TOKENBEAM_FAULT_TRUNCATE"
 PGID_ENV = "TOKENBEAM_FAULT_PGID"
 
 # Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
 POINTS = (
+    "readers.item_started",       # a planned work item about to read its input (planning done)
     "indexed.bin_written",        # writer: .bin and .idx written under temporary names
     "indexed.between_renames",    # writer: .bin renamed to its final name, .idx not yet
     "sink.part_written",          # a part committed under _temporary/, its counts not yet out
     "sink.before_commit_record",  # final .bin/.idx in place, _commits/<shard>.json not yet
     "sink.before_cleanup",        # commit record written, stale files and parts not yet removed
+)
+
+# Reached by the reshard job only (so not in POINTS, which a tokenize run passes every one of).
+RESHARD_POINTS = (
+    "reshard.between_renames",    # reshard's commit: a shard renamed into place, maybe not all
 )
 
 
@@ -53,9 +65,10 @@ def _parse(spec: str | None) -> tuple[str, int] | None:
 _TARGET = _parse(os.environ.get(FAULT_ENV))
 _COUNTER = os.environ.get(COUNTER_ENV) or None
 _TRACE = os.environ.get(TRACE_ENV) or None
+_TRUNCATE = os.environ.get(TRUNCATE_ENV) or None
 _ACTIVE = _TARGET is not None or _TRACE is not None
 _hits = 0
-if _TARGET is not None and PGID_ENV not in os.environ:
+if _TARGET is not None and _TRUNCATE is None and PGID_ENV not in os.environ:
     # The first process of the job records its group; the workers it starts inherit it.
     os.environ[PGID_ENV] = str(os.getpgrp())
 
@@ -88,7 +101,11 @@ def _reached(name: str) -> None:
     else:
         _hits += 1
         hits = _hits
-    if hits >= _TARGET[1]:
+    if _TRUNCATE is not None:
+        if hits == _TARGET[1]:
+            path, _, size = _TRUNCATE.rpartition(":")
+            os.truncate(path, int(size))
+    elif hits >= _TARGET[1]:
         kill_job()
 
 

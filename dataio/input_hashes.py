@@ -40,6 +40,13 @@ def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+def stamp(st: os.stat_result) -> str:
+    """The identity of a file's bytes as a worker can check it (dataio/readers.py
+    ``confirm_unchanged``): inode, size, mtime and ctime, without the device number, which
+    differs between the hosts mounting one network file system."""
+    return f"ino={st.st_ino} size={st.st_size} mtime_ns={st.st_mtime_ns} ctime_ns={st.st_ctime_ns}"
+
+
 def _load() -> dict[str, list]:
     try:
         with open(cache_path(), "rb") as f:
@@ -57,10 +64,13 @@ def _save(files: dict[str, list]) -> None:
                                                      separators=(",", ":")).encode())
 
 
-def content_hashes(paths: list[str]) -> dict[str, str | None]:
+def content_hashes(paths: list[str], *,
+                   stamps: dict[str, str] | None = None) -> dict[str, str | None]:
     """:func:`dataio.fs.content_hashes` of local ``paths``, reusing remembered hashes of files
     whose identity has not changed; a file that cannot be read, or is not a regular file (a
-    FIFO, a device: never opened), maps to ``None``."""
+    FIFO, a device: never opened), maps to ``None``. ``stamps``, when given, receives each
+    hashed path's :func:`stamp` as stat-ed before hashing: a reader that finds the file with
+    that stamp reads the bytes that were hashed."""
     if not paths:
         return {}
     cache = _load()
@@ -78,6 +88,8 @@ def content_hashes(paths: list[str]) -> dict[str, str | None]:
             known[path] = None  # (discovery refuses such inputs; this is the last guard)
             continue
         identity = _identity(st)
+        if stamps is not None:
+            stamps[path] = stamp(st)
         entry = cache.get(local)
         if isinstance(entry, list) and len(entry) == 2 and entry[0] == identity:
             known[path] = entry[1]

@@ -8,10 +8,28 @@ Protocol (the same on local disk and object stores):
    attempt (``{name}.{attempt}.part``): a retried bundle never truncates or collides with an
    earlier attempt's file. A write that fails removes its own file.
 3. :func:`commit`, one step after every shard is written, deletes the temporaries of dropped
-   shards, renames each kept one to its final name (:func:`dataio.fs.replace`: atomic on local
-   disk and ADLS Gen2; on flat blob containers copy-then-delete, the target complete whenever
-   it exists), and only then deletes the outputs of an earlier run that are not among the new
-   names (``--overwrite``). Idempotent: a retried commit skips a rename already done.
+   shards and commits the kept ones all or nothing as every reader sees it, through the
+   output's manifest :data:`MANIFEST_NAME` (a marker written last, as Hadoop's ``_SUCCESS``; no
+   folder rename, which flat blob containers do not have):
+
+   a. the manifest is written *unfinished*: every shard the folder will hold once the commit
+      is done (name and size), the shards it held before, and the renames and deletions to do;
+   b. each kept temporary is renamed to its final name (:func:`dataio.fs.replace`: atomic on
+      local disk and ADLS Gen2; on flat blob containers copy-then-delete, the target complete
+      whenever it exists);
+   c. the outputs of an earlier run that are not among the new names are deleted
+      (``--overwrite``);
+   d. the manifest is written *complete*: the shards with their sizes, nothing else (the same
+      bytes on every run).
+
+   Readers (:func:`refusal`, called by ``dataio.readers.find_inputs``, the one way every job
+   finds its inputs) refuse a folder whose manifest is unfinished, a listed shard whose size
+   differs, and, when the folder is read whole, a listed shard that is missing. A kill anywhere
+   in a-d leaves the manifest unfinished; the next reshard run into that folder settles it
+   first (:func:`recover`): if every rename was done it finishes the commit, otherwise it rolls
+   it back (deletes the shards already renamed and the dead run's temporaries) and goes on
+   as a fresh run. A retried commit (same temporaries) redoes what is left and skips a rename
+   already done.
 4. The commit step records what it committed and which inputs failed in ``_summary.json`` in the
    temporary folder (:func:`write_summary`); the driver reads it (:func:`read_summary`) and then
    removes the temporary folder.
@@ -26,14 +44,18 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import os
 import uuid
 from typing import Iterable, Sequence
 
-from dataio import errors
+from dataio import errors, faults
 from dataio import fs as fsutil
 
 EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
 SUMMARY_NAME = "_summary.json"
+# The output's commit marker (step 3). No input suffix: a folder listing for inputs passes it by.
+MANIFEST_NAME = "_reshard_manifest"
+_MANIFEST_VERSION = 1
 _WRITE_BUFFER = 8 << 20
 
 
@@ -104,27 +126,188 @@ def write_lines(path: str, lines: Iterable[bytes], *, compression: str) -> Writt
     return WrittenLines(lines=count, bytes=size)
 
 
-def commit(renames: Sequence[tuple[str, str]], *, dropped: Iterable[str] = (),
+def _name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _folder(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0]
+
+
+def manifest_path(output: str) -> str:
+    return fsutil.join(output, MANIFEST_NAME)
+
+
+def read_manifest(output: str) -> dict | None:
+    """The output's manifest (step 3), None if it has none; one that cannot be read or parsed
+    (a copy cut short) reads as unfinished."""
+    try:
+        data = json.loads(fsutil.read_bytes(manifest_path(output)))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"complete": False, "files": {}, "damaged": True}
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+        return {"complete": False, "files": {}, "damaged": True}
+    return data
+
+
+def _write_manifest(output: str, manifest: dict) -> None:
+    fsutil.write_bytes_atomic(manifest_path(output), json.dumps(
+        {"version": _MANIFEST_VERSION, **manifest}, indent=1, sort_keys=True).encode("utf-8"))
+
+
+def _complete(output: str, files: dict[str, int]) -> None:
+    _write_manifest(output, {"complete": True, "files": dict(sorted(files.items()))})
+
+
+def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable[str] = (),
            stale: Iterable[str] = ()) -> None:
-    """Step 3: delete the ``dropped`` temporaries, move each ``(temporary, final)`` into place,
-    then delete the ``stale`` outputs that are not one of the finals. Raises
-    :class:`LostShardError` when a temporary is gone and its final file is not there either
-    (so this is not a retry of a commit that got that far)."""
+    """Step 3: delete the ``dropped`` temporaries, then move each ``(temporary, final)`` into
+    place in ``output`` and delete the ``stale`` outputs that are not one of the finals, all or
+    nothing through the output's manifest. Raises :class:`LostShardError` when a temporary is
+    gone and its final file is not there either (so this is not a retry of a commit that got
+    that far)."""
     for path in dropped:
         fsutil.remove(path)
-    finals = set()
+    stale = list(stale)
+    adding = [[temporary, _name(final)] for temporary, final in renames]
+    before = read_manifest(output) or {"complete": True, "files": {}}
+    # What the folder held before this commit. An unfinished manifest here is a retry of this
+    # commit (its "previous"), or one that recover() left naming shards it could not restore
+    # (its "files": the others).
+    previous = before["files"] if before.get("complete") or before.get("lost") else \
+        before.get("previous") or {}
+    finals = {_name(final) for _, final in renames}
+    removing = {_name(p) for p in stale}
+    present = {_name(p) for p in fsutil.list_files(output)}  # one listing: shards deleted by hand
+    files = {n: size for n, size in previous.items() if n not in removing and n in present}
+    for temporary, final in renames:
+        fs, source = fsutil.filesystem_and_path(temporary)
+        _, target = fsutil.filesystem_and_path(final)
+        if fs.exists(source):
+            files[_name(final)] = int(fs.size(source))
+        elif fs.exists(target):
+            files[_name(final)] = int(fs.size(target))
+        else:
+            raise LostShardError(f"{temporary}: written shard missing before its commit to "
+                                 f"{final}; rerun the job")
+    _write_manifest(output, {"complete": False, "files": files, "previous": previous,
+                             "adding": adding, "removing": sorted(removing)})
     for temporary, final in renames:
         fs, source = fsutil.filesystem_and_path(temporary)
         _, target = fsutil.filesystem_and_path(final)
         if fs.exists(source):
             fsutil.replace(fs, source, target)
-        elif not fs.exists(target):
-            raise LostShardError(f"{temporary}: written shard missing before its commit to "
-                                 f"{final}; rerun the job")
-        finals.add(final)
+        faults.checkpoint("reshard.between_renames")
     for path in stale:
-        if path not in finals:
+        if _name(path) not in finals:
             fsutil.remove(path)
+    _complete(output, files)
+
+
+def unfinished_shards(output: str) -> set[str]:
+    """The names an unfinished commit into ``output`` was adding (what :func:`recover` would
+    roll back); empty when the manifest is complete or absent."""
+    manifest = read_manifest(output)
+    if manifest is None or manifest.get("complete"):
+        return set()
+    return {name for _, name in manifest.get("adding") or []}
+
+
+def recover(output: str) -> str:
+    """Settle a commit into ``output`` that a killed run left unfinished (step 3), before a new
+    run plans, so that the rerun of the same command goes on as a fresh run. Rolled back (the
+    shards already renamed into place and the dead run's temporaries deleted) unless it had
+    begun deleting the outputs of an earlier run (``--overwrite``): then finished, since what it
+    deleted cannot come back. Returns what it did, in one line ("" when there was nothing to do).
+    A rolled-back commit that had replaced shards of an earlier run under the same names cannot
+    restore them: the manifest stays unfinished, naming them, until a run with ``--overwrite``
+    commits."""
+    manifest = read_manifest(output)
+    if manifest is None or manifest.get("complete") or manifest.get("damaged"):
+        return ""
+    adding = manifest.get("adding") or []
+    if not adding:
+        return ""  # recover() left it naming lost shards: only a new commit settles it
+    exists = fsutil.exists
+    finals = {name for _, name in adding}
+    renamed = [name for temporary, name in adding
+               if not exists(temporary) and exists(fsutil.join(output, name))]
+    removing = [n for n in manifest.get("removing") or [] if n not in finals]
+    if any(not exists(fsutil.join(output, n)) for n in removing):
+        for name in removing:
+            fsutil.remove(fsutil.join(output, name))
+        _complete(output, manifest["files"])
+        return (f"reshard: finished the commit of an interrupted run in {output} (it had begun "
+                "deleting the shards it replaces)")
+    for name in renamed:
+        fsutil.remove(fsutil.join(output, name))
+    for temp_dir in sorted({_folder(temporary) for temporary, _ in adding}):
+        if _name(temp_dir).startswith(".reshard-"):
+            fsutil.remove_tree(temp_dir)
+    previous = manifest.get("previous") or {}
+    lost = sorted(n for n, size in previous.items()
+                  if not exists(fsutil.join(output, n))
+                  or fsutil.size(fsutil.join(output, n)) != size)
+    if lost:
+        _write_manifest(output, {"complete": False, "lost": lost, "previous": previous,
+                                 "files": {n: s for n, s in previous.items() if n not in lost}})
+    else:
+        _complete(output, previous)
+    return (f"reshard: rolled back the unfinished commit of an interrupted run in {output} "
+            f"({len(renamed)} of {len(adding)} shard(s) had been renamed into place)")
+
+
+def refusal_of_inputs(patterns: Iterable[str], files: dict[str, int | None]) -> str:
+    """:func:`refusal` for the input ``files`` (path -> size, None where unreadable) that
+    ``patterns`` (the ``--input`` values) matched, folder by folder; a folder named by a pattern
+    is read whole."""
+    by_folder: dict[str, dict[str, int | None]] = {}
+    for path, size in files.items():
+        folder, _, name = path.rstrip("/").rpartition("/")
+        by_folder.setdefault(folder or ".", {})[name] = size
+
+    def spelled(path: str) -> str:  # one spelling per folder (listings give absolute paths)
+        if fsutil.is_local(path):
+            return os.path.abspath(path.removeprefix("file://"))
+        return path.rstrip("/")
+
+    given = {spelled(p) for p in patterns}
+    for folder, sizes in sorted(by_folder.items()):
+        why = refusal(folder, sizes, whole=spelled(folder) in given)
+        if why:
+            return why
+    return ""
+
+
+def refusal(folder: str, sizes: dict[str, int | None], *, whole: bool) -> str:
+    """Why a job must not read the files ``sizes`` (name -> size on storage, None where it could
+    not be read: its shards fail with that reason) found in ``folder``
+    ("" when it may): the folder's reshard manifest (step 3) is unfinished, or lists one of them
+    with another size, or (``whole``: the folder was given as an input) lists a shard that is
+    not there. A folder without a manifest is not reshard's: nothing to check."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return ""
+    if manifest.get("lost"):
+        return (f"{folder}: an interrupted reshard run had already replaced earlier shards there "
+                f"(e.g. {manifest['lost'][0]}); rerun the reshard command with --overwrite, "
+                "then this one")
+    if not manifest.get("complete"):
+        return (f"{folder}: holds an unfinished reshard commit (the run was interrupted); rerun "
+                "the same reshard command to settle it, then this one")
+    listed = manifest["files"]
+    for name, size in sorted(sizes.items()):
+        if name in listed and size is not None and listed[name] != size:
+            return (f"{fsutil.join(folder, name)}: {size} bytes, but reshard committed it with "
+                    f"{listed[name]}; it changed since: rerun the reshard command with "
+                    "--overwrite")
+    missing = sorted(set(listed) - set(sizes)) if whole else []
+    if missing:
+        return (f"{folder}: {len(missing)} shard(s) its reshard commit lists are missing (e.g. "
+                f"{missing[0]}); rerun the reshard command with --overwrite")
+    return ""
 
 
 def write_summary(temp_dir: str, *, shards: list[dict], failed: list[dict]) -> None:

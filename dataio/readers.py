@@ -41,7 +41,7 @@ import sys
 import zlib
 from typing import Iterator, Sequence
 
-from dataio import errors
+from dataio import errors, faults, input_hashes, jsonl_sink
 from dataio import fs as fsutil
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
@@ -70,6 +70,12 @@ class InputError(errors.ConfigError):
 
 class CorruptFileError(IOError):
     """A file that cannot be read at all (bad compression, unreadable Parquet)."""
+
+
+class InputChangedError(CorruptFileError):
+    """A file that is no longer the one planned (truncated, rewritten or replaced while the job
+    ran): what was read from it are not the planned bytes, so its shards fail (a rerun plans it
+    again)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +117,12 @@ class WorkItem:
     # Planning samples only (:func:`sample_item`): read at most this many bytes, stored and
     # decompressed, and only the whole records in them.
     head: int | None = None
+    # The file as planned (see confirm_unchanged): its size (None: not checked, e.g. the
+    # planner's own samples), version (mtime or etag) and, for local files whose content hash is
+    # in the resume key, the identity the hash was taken under (input_hashes.stamp).
+    size: int | None = None
+    version: str = ""
+    stamp: str = ""
 
 
 @dataclasses.dataclass
@@ -235,7 +247,14 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
-    return _each_file_once(list(found.values()), named_again)
+    files = _each_file_once(list(found.values()), named_again)
+    # A folder reshard writes is read only once its commit there is complete (one manifest
+    # read per folder; dataio/jsonl_sink.py step 3).
+    why = jsonl_sink.refusal_of_inputs(patterns, {f.path: None if f.error else f.size
+                                                  for f in files})
+    if why:
+        raise InputError(why, exit_status=errors.EXIT_FAILED)
+    return files
 
 
 def _is_dataset_name(path: str) -> bool:
@@ -463,10 +482,13 @@ def _is_manifest(path: str) -> bool:
     return head.split(b"\n", 1)[0].strip() == b"{" and b"\n" in head
 
 
-def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> list[WorkItem]:
+def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20,
+               stamps: dict[str, str] | None = None) -> list[WorkItem]:
     """Cut files into work items; see the module docstring. Never raises for one bad file: a
     file that could not be listed or planned becomes one item carrying the reason, which the
-    reader raises in the worker (so only that file's shards fail).
+    reader raises in the worker (so only that file's shards fail). Each item carries the file
+    as planned (size, version, and its ``stamps`` entry: the identity its content hash was
+    taken under), which the reader confirms (:func:`confirm_unchanged`).
 
     Parquet files are planned from their footers, 16 read at a time (on object stores a few
     requests each, so 10,000 files one after the other would take minutes)."""
@@ -474,6 +496,8 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20) -> l
     items = []
     for f in files:
         of_file = {"path": f.path, "stem": f.stem, "format": f.format}
+        if not f.error:
+            of_file.update(size=f.size, version=f.version, stamp=(stamps or {}).get(f.path, ""))
         if f.error:
             items.append(WorkItem(**of_file, index=0, error=f.error))
         elif f.format == "jsonl" and f.size > split_bytes:
@@ -590,22 +614,27 @@ class _ZstdStream:
 def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
     """The lines a work item owns, in order (without their newline). Raises
     :class:`CorruptFileError` for a file that cannot be read, or whose compressed stream is
-    corrupt or incomplete (then records before the fault may already have been yielded: the
-    caller fails the whole file)."""
+    corrupt or incomplete, and :class:`InputChangedError` for a file that is not the one planned
+    (then records before the fault may already have been yielded: the caller fails the whole
+    file)."""
     if item.error:
         raise CorruptFileError(item.error)
     if item.head is not None:
         yield from _split_lines(io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
                                 first_line=1)
         return
+    if item.size is not None:
+        faults.checkpoint("readers.item_started")
     if item.format == "jsonl":
         try:
             yield from _read_jsonl_range(item.path, item.start, item.end)
         except CorruptFileError:
             raise
         except OSError as exc:
+            confirm_unchanged(item)  # a file cut short under us changed; it is not corrupt
             raise CorruptFileError(f"{item.path}: cannot read the file ({exc}); fix it or "
                                    "leave it out") from exc
+        confirm_unchanged(item)
         return
     try:
         raw = fsutil.open_file(item.path, "rb")
@@ -620,8 +649,47 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
             if item.format == "jsonl.gz" and raw.tell() == 0:
                 raise _BadStream("empty file, not even a gzip header")
         except (OSError, EOFError, zlib.error, _BadStream) as exc:
+            confirm_unchanged(item, raw)  # a file cut short under us changed; it is not corrupt
             raise CorruptFileError(f"{item.path}: cannot decompress ({exc}); the file is corrupt "
                                    "or truncated: re-copy it or leave it out") from exc
+        confirm_unchanged(item, raw)
+
+
+def confirm_unchanged(item: WorkItem, opened=None) -> None:
+    """Raise :class:`InputChangedError` unless the file ``item`` was read from is still the one
+    planned: the same size and version (mtime or etag) and, where the item carries a ``stamp``,
+    the same identity as when its content hash was taken (a local file's ctime moves with every
+    write and cannot be set back, so an edit that keeps size and mtime is caught without hashing
+    again). Called once the item's bytes are read: a file truncated, appended to or rewritten
+    in place since planning fails its shards instead of committing part of it. ``opened``: the
+    file object read from, where the caller holds it (a local file is then checked by its
+    descriptor), else the path is checked. Items without a planned size (the planner's samples)
+    are not checked."""
+    if item.size is None:
+        return
+    stamp = ""
+    try:
+        if fsutil.is_local(item.path):
+            fileno = getattr(opened, "fileno", None)
+            st = os.fstat(fileno()) if fileno is not None else \
+                os.stat(item.path.removeprefix("file://"))
+            size, version = st.st_size, f"mtime:{st.st_mtime}"
+            if item.stamp:
+                stamp = input_hashes.stamp(st)
+        else:
+            fs, inner = fsutil.filesystem_and_path(item.path)
+            fs.invalidate_cache(inner)  # the file as it is now, not as a listing cached it
+            info = fs.info(inner)
+            size, version = int(info.get("size") or 0), _version_of(info)
+    except FileNotFoundError:
+        size, version = None, "gone"
+    comparable = item.version.startswith("mtime:") or not fsutil.is_local(item.path)
+    if size == item.size and (not comparable or version == item.version) and stamp == item.stamp:
+        return
+    found = "it is gone" if size is None else f"found {size}" if size != item.size else \
+        f"found {size}, rewritten in place"
+    raise InputChangedError(f"{item.path} changed while reading (planned {item.size} bytes, "
+                            f"{found}); rerun")
 
 
 # A planning sample (:func:`sample_item`) reads at most this much of a JSONL file, stored and
@@ -806,6 +874,8 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
 
     if item.error:
         raise CorruptFileError(item.error)
+    if item.size is not None:
+        faults.checkpoint("readers.item_started")
     try:
         with fsutil.open_file(item.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
@@ -822,8 +892,10 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
                         values[c] = [None] * table.num_rows
                 yield row, values
                 row += table.num_rows
+            confirm_unchanged(item, fh)
     except CorruptFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - any pyarrow failure means an unreadable file
+        confirm_unchanged(item)  # a file cut short under us changed; it is not corrupt
         raise CorruptFileError(f"{item.path}: not a readable Parquet file ({exc}); the file is "
                                "corrupt or truncated: re-copy it or leave it out") from exc

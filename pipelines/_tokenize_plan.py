@@ -79,6 +79,9 @@ class Job:
     shards: list[ShardPlan]
     run_id: str = ""  # names this run's _temporary/{run id}/ (set when it holds the lock)
     folder: str = ""  # the driver's working folder: relative input paths are recorded from it
+    # path -> the identity each local input's content hash was taken under (--verify-inputs):
+    # the readers confirm they read those bytes (dataio/readers.py confirm_unchanged)
+    stamps: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def dtype(self) -> np.dtype:
@@ -95,7 +98,8 @@ class Job:
     def items(self) -> list[readers.WorkItem]:
         stems = {s.stem for s in self.to_process}
         files = [f for f in self.files if f.stem in stems]
-        return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes)
+        return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes,
+                                  stamps=self.stamps)
 
 
 def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,
@@ -124,13 +128,16 @@ def _fingerprint_of(payload: dict) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _content_hashes(files: list[readers.InputFile]) -> dict[str, str | None]:
+def _content_hashes(files: list[readers.InputFile], *,
+                    stamps: dict[str, str] | None = None) -> dict[str, str | None]:
     """--verify-inputs: the content hash of every input whose version is an mtime. An etag
-    (object stores) changes with every write already, and hashing would download the corpus."""
+    (object stores) changes with every write already, and hashing would download the corpus.
+    ``stamps`` receives the identity each local file was hashed under (input_hashes.stamp)."""
     local = [f.path for f in files if not f.version.lower().startswith("etag:")]
     # Local files' hashes are remembered by file identity between runs (dataio/input_hashes.py):
     # a rerun that skips every shard reads no input.
-    remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)])
+    remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)],
+                                             stamps=stamps)
     return {**remembered, **fsutil.content_hashes([p for p in local if not fsutil.is_local(p)])}
 
 
@@ -254,7 +261,8 @@ def plan(options, *, checked: bool = False) -> Job:
                                 "which do not fit; use int32")
     config = tokenize_config(seg, dtype=dtype.name)
     settings = config.resume_settings()
-    hashes = _content_hashes(files) if io.verify_inputs else {}
+    stamps: dict[str, str] = {}
+    hashes = _content_hashes(files, stamps=stamps) if io.verify_inputs else {}
     output, overwrite = io.output, io.overwrite  # a Beam option lookup costs ~40 us
     # One listing of _commits/, not a request per shard; found records checked 16 at a time.
     records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
@@ -298,7 +306,8 @@ def plan(options, *, checked: bool = False) -> Job:
                                     fingerprint=fingerprint, skip=not redo, reason=why,
                                     resume_key=resume_key))
     return Job(options=options, output=io.output, spec=spec, config=config,
-               tokenizer=description, files=files, shards=shards, folder=os.getcwd())
+               tokenizer=description, files=files, shards=shards, folder=os.getcwd(),
+               stamps=stamps)
 
 
 def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:

@@ -13,8 +13,9 @@ inputs with the same field values form one group, resharded together into
 uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
 specified in :mod:`transforms.reshard`.
 
-The driver finds the inputs, their fields and the names, refuses to replace earlier outputs
-unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
+The driver finds the inputs, their fields and the names, settles a commit that a killed run left
+unfinished in the output (finished when all its shards were in place, else rolled back;
+:func:`dataio.jsonl_sink.recover`), refuses to replace earlier outputs unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
 place), and with ``--dry-run`` prints the plan and stops. The Beam job measures, plans, writes and
 commits. ``--runner=DirectRunner`` (the default) runs Beam's in-process FnApiRunner, with
 ``--workers N`` processes.
@@ -123,9 +124,21 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
             raise rs.ReshardError(f"groups {dict(first_names[name])} and {dict(fields)} would both "
                                   f"be named {name}; put the differing field in --name-template")
         first_names[name] = fields
+    # A run killed inside its commit left it unfinished: finish or roll it back first (a dry
+    # run only says so, and plans as if rolled back).
+    unsettled: set[str] = set()
+    if io.plan_only:
+        unsettled = jsonl_sink.unfinished_shards(output)
+        settled = (f"reshard: {output} holds the unfinished commit of an interrupted run; the "
+                   "run will settle it first") if unsettled else ""
+    else:
+        settled = jsonl_sink.recover(output)
+    if settled:
+        print(settled, file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
-                if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)]
+                if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
+                and p.rsplit("/", 1)[-1] not in unsettled]
     read = {fsutil.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
     clobbered = sorted(p for p in existing if fsutil.resolve_location(p) in read)
     if clobbered:

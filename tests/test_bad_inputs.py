@@ -169,7 +169,7 @@ def test_reshard_lists_a_bad_file_and_writes_nothing(case, tmp_path, capfd):
     assert not out.exists() or os.listdir(out) == []
     os.remove(inp / name)  # without the bad file the same command writes every document
     assert _reshard(inp, out) == 0
-    assert sum(p.read_bytes().count(b"\n") for p in out.iterdir()) == len(ROWS)
+    assert sum(p.read_bytes().count(b"\n") for p in out.glob("*.jsonl")) == len(ROWS)
 
 
 def test_reshard_literal_path_with_brackets(tmp_path, capfd):
@@ -178,4 +178,4 @@ def test_reshard_literal_path_with_brackets(tmp_path, capfd):
     out = tmp_path / "out"
     assert _reshard(tmp_path / "web[1].jsonl", out) == 0
     assert "Traceback" not in capfd.readouterr().err
-    assert sum(p.read_bytes().count(b"\n") for p in out.iterdir()) == len(ROWS)
+    assert sum(p.read_bytes().count(b"\n") for p in out.glob("*.jsonl")) == len(ROWS)

@@ -16,8 +16,9 @@ Contract:
   retries: the plan depends only on the sorted inputs and their measured sizes (measured in
   parallel, planned in one place), and gzip/zstd output carries no timestamp or file name.
 - Shards are written under a temporary folder and renamed to their final names
-  (``template.format(**fields, split=i)`` + extension) only after every shard is written
-  (the bytes and that commit: :mod:`dataio.jsonl_sink`; the final names: :func:`final_names`).
+  (``template.format(**fields, split=i)`` + extension) only after every shard is written, all
+  or nothing as readers see it: the output's ``_reshard_manifest`` is written last (the bytes
+  and that commit: :mod:`dataio.jsonl_sink`; the final names: :func:`final_names`).
 - An input that cannot be read whole (a truncated or corrupt ``.gz``/``.zst``, a short Parquet
   file, a path that cannot be opened) is found while measuring, and then nothing is written: the
   offsets of a group depend on every file in it, and shards missing a file's documents would look
@@ -426,7 +427,7 @@ def commit_shards(results: list[WrittenFile], plan: CommitPlan) -> list[dict]:
     returns a summary row per final shard."""
     named = final_names(results, plan)
     kept = {r.temporary for r, _ in named}
-    jsonl_sink.commit([(r.temporary, final) for r, final in named],
+    jsonl_sink.commit([(r.temporary, final) for r, final in named], output=plan.output,
                       dropped=[r.temporary for r in results if r.temporary not in kept],
                       stale=plan.stale)
     return [{"name": final.rsplit("/", 1)[-1], "documents": r.documents, "bytes": r.bytes,

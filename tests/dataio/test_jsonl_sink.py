@@ -55,15 +55,21 @@ def test_commit_renames_drops_and_removes_stale_and_can_run_again(tmp_path):
                (str(temp / "b.part"), str(tmp_path / "en_01.jsonl"))]
     stale = [str(tmp_path / "old_00.jsonl"), str(tmp_path / "en_00.jsonl")]
     for _ in range(2):  # a retried commit finds its renames done and does nothing more
-        jsonl_sink.commit(renames, dropped=[str(temp / "empty.part")], stale=stale)
-        assert sorted(os.listdir(tmp_path)) == [".reshard-x.tmp", "en_00.jsonl", "en_01.jsonl"]
+        jsonl_sink.commit(renames, output=str(tmp_path), dropped=[str(temp / "empty.part")],
+                          stale=stale)
+        assert sorted(os.listdir(tmp_path)) == [".reshard-x.tmp", jsonl_sink.MANIFEST_NAME,
+                                                "en_00.jsonl", "en_01.jsonl"]
         assert (tmp_path / "en_00.jsonl").read_bytes() == b"a.part"
         assert os.listdir(temp) == []
+        # the marker written last: complete, every shard with its size, nothing else
+        assert jsonl_sink.read_manifest(str(tmp_path)) == {
+            "version": 1, "complete": True, "files": {"en_00.jsonl": 6, "en_01.jsonl": 6}}
 
 
 def test_a_shard_lost_before_its_commit_is_a_run_error(tmp_path):
     with pytest.raises(jsonl_sink.LostShardError, match="missing before its commit") as caught:
-        jsonl_sink.commit([(str(tmp_path / "gone.part"), str(tmp_path / "en_00.jsonl"))])
+        jsonl_sink.commit([(str(tmp_path / "gone.part"), str(tmp_path / "en_00.jsonl"))],
+                          output=str(tmp_path))
     assert errors.describe(caught.value)[1] == errors.EXIT_FAILED
 
 

@@ -50,7 +50,7 @@ def test_sources_are_cut_into_shards_in_order_per_group(tmp_path, make_pipeline)
         assert_that(summaries | beam.Map(lambda s: (s["name"], s["documents"], s["inputs"])),
                     equal_to([("de_00.jsonl", 3, [d]), ("en_00.jsonl", 4, [a]),
                               ("en_01.jsonl", 4, [a, b]), ("en_02.jsonl", 3, [b])]))
-    names = sorted(n for n in os.listdir(out) if not n.startswith("."))
+    names = sorted(n for n in os.listdir(out) if not n.startswith((".", "_")))
     assert names == ["de_00.jsonl", "en_00.jsonl", "en_01.jsonl", "en_02.jsonl"]
     assert [x for n in names[1:] for x in shard_lines(str(out / n))] == en_a + en_b
     assert shard_lines(str(out / "de_00.jsonl")) == de
@@ -74,7 +74,7 @@ def test_an_unreadable_source_fails_the_group_and_nothing_is_written(tmp_path, m
     summary = json.loads(open(os.path.join(temp, jsonl_sink.SUMMARY_NAME)).read())
     assert summary["shards"] == []
     assert [f["path"] for f in summary["failed"]] == [str(tmp_path / "bad.jsonl.gz")]
-    assert [n for n in os.listdir(out) if not n.startswith(".")] == ["en_00.jsonl"]  # kept
+    assert [n for n in os.listdir(out) if not n.startswith((".", "_"))] == ["en_00.jsonl"]  # kept
 
 
 def test_measure_fn_sizes_units_and_carries_errors(tmp_path):

@@ -1,0 +1,50 @@
+"""reshard's all-or-nothing commit on flat blob storage (no folder rename there): the manifest
+written last is what readers require (see tests/test_reshard_commit.py for the killed job)."""
+
+import json
+
+import pytest
+
+from dataio import azure, jsonl_sink, readers
+from dataio import fs as fsutil
+
+
+def test_manifest_commit_refusal_and_rollback_on_blob_storage(azurite, container):
+    azure.configure_from_options({"azure_connection_string": azurite.connection_string},
+                                 paths=[azurite.url(container)])
+    out = azurite.url(container, "out")
+    temp = jsonl_sink.new_temporary_dir(out)
+    renames = []
+    for k in range(3):
+        temporary = jsonl_sink.attempt_path(temp, f"{k:05d}")
+        jsonl_sink.write_lines(temporary, [json.dumps({"text": "x" * k}).encode()],
+                               compression="none")
+        renames.append((temporary, fsutil.join(out, f"en_{k:02d}.jsonl")))
+    jsonl_sink.commit(renames, output=out)
+    manifest = jsonl_sink.read_manifest(out)
+    assert manifest["complete"] and sorted(manifest["files"]) == [f"en_{k:02d}.jsonl"
+                                                                 for k in range(3)]
+    assert len(readers.find_inputs([out])) == 3
+
+    # a second run killed after its first rename: its unfinished manifest, one shard in place
+    temp2 = jsonl_sink.new_temporary_dir(out)
+    adding = []
+    for k in (3, 4):
+        temporary = jsonl_sink.attempt_path(temp2, f"{k:05d}")
+        jsonl_sink.write_lines(temporary, [b'{"text": "y"}'], compression="none")
+        adding.append([temporary, f"en_{k:02d}.jsonl"])
+    fsutil.write_bytes_atomic(jsonl_sink.manifest_path(out), json.dumps(
+        {"version": 1, "complete": False, "previous": manifest["files"],
+         "files": {**manifest["files"], "en_03.jsonl": 13, "en_04.jsonl": 13},
+         "adding": adding, "removing": []}).encode())
+    fs, source = fsutil.filesystem_and_path(adding[0][0])
+    fsutil.replace(fs, source, fsutil.filesystem_and_path(fsutil.join(out, "en_03.jsonl"))[1])
+    fs.invalidate_cache()
+    with pytest.raises(readers.InputError, match="unfinished reshard commit"):
+        readers.find_inputs([out])
+    assert "1 of 2 shard(s) had been renamed" in jsonl_sink.recover(out)
+    fs.invalidate_cache()
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in readers.find_inputs([out])) == \
+        [f"en_{k:02d}.jsonl" for k in range(3)]
+    assert jsonl_sink.read_manifest(out) == manifest
+    assert not fsutil.exists(adding[1][0])  # the dead run's temporaries are gone
