@@ -79,6 +79,7 @@ class Job:
     shards: list[ShardPlan]
     run_id: str = ""  # names this run's _temporary/{run id}/ (set when it holds the lock)
     folder: str = ""  # the driver's working folder: relative input paths are recorded from it
+    guard: object = None  # dataio.lock.OutputGuard of the output's lease (Azure), else None
 
     @property
     def dtype(self) -> np.dtype:
