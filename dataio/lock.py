@@ -207,11 +207,24 @@ class OutputGuard:
             raise OutputLostError(lost_message(self.output, self.run_id, lost)) from None
 
 
+def _last_finished(output: str) -> dict:
+    """``run_id`` and ``finished`` of the run that wrote ``{output}/metadata.json`` last."""
+    try:
+        found = json.loads(fsutil.read_bytes(fsutil.join(output, "metadata.json")))
+        return {k: found[k] for k in ("run_id", "finished") if isinstance(found.get(k), str)}
+    except Exception:  # noqa: BLE001 - absent or unreadable: the message says less
+        return {}
+
+
 def lost_message(output: str, run_id: str, lost) -> str:
     """The one line of a run that lost its output (``lost``: a LeaseLostError)."""
     holder = lost.holder
-    if holder is None:
-        whom = ("lost the output's lease to another run (which has released it since: the "
+    if holder is None:   # the taker has released the lock since; metadata.json may name it
+        last = _last_finished(output)
+        whom = (f"lost the output's lease to run {last['run_id']} (which finished at "
+                f"{last.get('finished', '?')} and released the lock)"
+                if last.get("run_id") and last["run_id"] != run_id else
+                "lost the output's lease to another run (which has released it since: the "
                 "lock is gone)")
     else:
         who = holder.get("run_id") or "(not named yet)"

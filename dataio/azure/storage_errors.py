@@ -262,7 +262,8 @@ def _message(kind: str, *, status: int | None, code: str | None, detail: str,
     at = f" ({where})" if where else ""
     if kind == "unreachable":
         seconds = OUTAGE.seconds()
-        span = f" for {seconds:.0f} s" if seconds else ""
+        span = "" if seconds is None else f" for {seconds:.0f} s" if seconds >= 10 else \
+            f" for {seconds:.1f} s"
         return StorageUnreachableError(
             f"storage unreachable{span}{at}: {detail}; check the network and the account's "
             f"endpoint, then {errors.RESUME_HINT}")

@@ -116,13 +116,15 @@ def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container,
         assert f"removing the temporaries of run {a_run} (started " in taken, taken
         committed = _records(azurite, container, "out")
         assert committed
+        b_run = json.loads(azurite.service().get_blob_client(
+            container, "out/metadata.json").download_blob().readall())["run_id"]
     finally:
         status = _resume(a)
     stderr = (tmp_path / "a.err").read_text()
     line = _one_error_line(stderr)
     assert status == 1, stderr[-3000:]
-    assert "lost the output's lease" in line and "nothing more is committed" in line, line
-    assert a_run in line
+    assert f"lost the output's lease to run {b_run} " in line, line
+    assert "nothing more is committed" in line and a_run in line, line
     assert _records(azurite, container, "out") == committed, "the paused run committed"
     assert validate.run([output]) == 0
 
