@@ -177,7 +177,8 @@ def retry_policy(*, asynchronous: bool, at_most: int | None = None):
                     response = await super().send(request)
                 except unreachable as error:
                     raise self._unreachable(request, error) from error
-                OUTAGE.answered(_host(request.http_request.url)) if OUTAGE.since else None
+                if OUTAGE.since is not None:
+                    OUTAGE.answered(_host(request.http_request.url))
                 return response
 
         policy = AsyncAnnouncingRetry(retry_total=retries, retry_connect=retries,
@@ -197,7 +198,8 @@ def retry_policy(*, asynchronous: bool, at_most: int | None = None):
                     response = super().send(request)
                 except unreachable as error:
                     raise self._unreachable(request, error) from error
-                OUTAGE.answered(_host(request.http_request.url)) if OUTAGE.since else None
+                if OUTAGE.since is not None:
+                    OUTAGE.answered(_host(request.http_request.url))
                 return response
 
         policy = AnnouncingRetry(retry_total=retries, retry_connect=retries,

@@ -91,17 +91,21 @@ def _records(azurite, container, prefix):
 # --- item 19: a run that lost its output lease ------------------------------------------------
 
 
+@pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in-process", "2-workers"])
 def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container, corpus_dir,
-                                                             hf_tokenizer, tmp_path,
+                                                             hf_tokenizer, tmp_path, workers,
                                                              monkeypatch, capsys):
     """Run A pauses right before its first commit record (a frozen VM); its lease is taken from
     it (broken here, as expiry would), run B takes the output over and completes it; A resumes:
-    it commits nothing, exits 1 with one line saying so, and B's output validates."""
+    it commits nothing, exits 1 with one line saying so, and B's output validates. With
+    ``--workers 2`` the check is made in the worker processes."""
     output = azurite.url(container, "out")
     env = _env(AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string,
-               TOKENBEAM_FAULT="sink.before_commit_record:1", TOKENBEAM_FAULT_SIGNAL="STOP")
+               TOKENBEAM_FAULT="sink.before_commit_record:1", TOKENBEAM_FAULT_SIGNAL="STOP",
+               TOKENBEAM_FAULT_COUNTER=str(tmp_path / "hits"))
     a = _start_paused([sys.executable, "-m", "pipelines.tokenize",
-                       *_argv(corpus_dir, output, hf_tokenizer)], env, tmp_path / "a.err")
+                       *_argv(corpus_dir, output, hf_tokenizer), *workers], env,
+                      tmp_path / "a.err")
     try:
         lock_blob = azurite.service().get_blob_client(container, "out/_lock")
         a_run = json.loads(lock_blob.download_blob().readall())["run_id"]
