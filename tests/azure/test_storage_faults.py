@@ -229,8 +229,9 @@ def test_sas_revoked_mid_run_is_one_line(azurite, container, corpus_dir, hf_toke
     run = _start_paused([sys.executable, "-m", "pipelines.tokenize",
                          *_argv(corpus_dir, azurite.url(container, "out"), hf_tokenizer),
                          "--azure-auth", "sas"], env, tmp_path / "err")
-    policy.set_container_access_policy({"run": AccessPolicy(
-        permission=perms, start=now - dt.timedelta(minutes=5), expiry=now - dt.timedelta(minutes=1))})
+    policy.set_container_access_policy({"run": AccessPolicy(   # the SAS is no longer valid
+        permission=perms, start=now - dt.timedelta(minutes=5),
+        expiry=now - dt.timedelta(minutes=1))})
     status = _resume(run)
     stderr = (tmp_path / "err").read_text()
     line = _one_error_line(stderr)
