@@ -12,7 +12,9 @@ them with `` [while running 'Step']`` appended, the multi-process runner as a Ru
 text holds the worker's traceback (once per retry). :func:`describe` finds the root cause in
 either: the exception chain first, then ``module.ClassName: message`` lines of the text, matched
 against the classes known to be anticipated (:class:`TokenbeamError` subclasses, classes with an
-``exit_status`` attribute, those passed to :func:`anticipate`) and ``OSError``'s errno.
+``exit_status`` attribute, those passed to :func:`anticipate`) and ``OSError``'s errno. What the
+Azure SDK, aiohttp or adlfs raise (storage unreachable, a SAS rejected, a 403 or 404 mid-run) is
+put into one line by :mod:`dataio.azure.storage_errors`, the one place that knows them.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         status = _status_of(link)
         if status is not None:
             return _clean(str(link)), status
+        storage = _storage_error(link)
+        if storage is not None:
+            return _clean(str(storage)), storage.exit_status
         if isinstance(link, OSError) and link.errno is not None:
             message = os_error_message(link.errno, link.filename)
             if message is not None:
@@ -142,6 +147,12 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         name, message = match.group(1), match.group(2)
         if name in _ANTICIPATED:
             return _clean(message), _ANTICIPATED[name]
+        if name.startswith(_STORAGE_MODULES):
+            from dataio.azure.storage_errors import classify_text
+
+            storage = classify_text(name, message, text)
+            if storage is not None:
+                return _clean(str(storage)), storage.exit_status
         cls = _resolve(name)
         if cls is not None and isinstance(getattr(cls, "exit_status", None), int):
             return _clean(message), cls.exit_status
@@ -152,6 +163,27 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
                 if friendly is not None:
                     return friendly, EXIT_FAILED
     return None
+
+
+_STORAGE_MODULES = ("azure.", "aiohttp")
+
+
+def _storage_error(exc: BaseException) -> TokenbeamError | None:
+    """A storage SDK's exception as one line (dataio/azure/storage_errors.py), else None."""
+    if not (type(exc).__module__ or "").startswith(_STORAGE_MODULES):
+        return None
+    from dataio.azure.storage_errors import classify
+
+    return classify(exc)
+
+
+def cause(exc: BaseException) -> str:
+    """A short cause of ``exc`` for a warning beside another error (``storage unreachable for
+    90 s``, ``SAS rejected: expired?``): its one line's first clause, or its class and text."""
+    known = describe(exc)
+    if known is None:
+        return f"{type(exc).__name__}: {_clean(str(exc))}"[:200]
+    return known[0].split(" (", 1)[0].split("; ", 1)[0]
 
 
 def _resolve(name: str) -> type | None:

@@ -20,6 +20,10 @@ once, at import, so an unset hook costs one global lookup and a compare per call
     Instead of killing, the N-th hit truncates the file PATH to SIZE bytes and the job goes on:
     an input cut short while the job reads it (with ``readers.item_started``, after planning,
     before a work item reads its bytes).
+``TOKENBEAM_FAULT_SIGNAL=STOP``
+    Pause instead of kill: the N-th hit (only that one) SIGSTOPs the job's process group, as a
+    frozen VM or a long network partition would stall it; a SIGCONT from outside resumes it
+    there (the lost-lease tests take the output over meanwhile).
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
     with only this set tells a test how often each point is reached, so it can choose N.
@@ -35,6 +39,7 @@ COUNTER_ENV = "TOKENBEAM_FAULT_COUNTER"
 TRACE_ENV = "TOKENBEAM_FAULT_TRACE"
 TRUNCATE_ENV = "TOKENBEAM_FAULT_TRUNCATE"
 PGID_ENV = "TOKENBEAM_FAULT_PGID"
+SIGNAL_ENV = "TOKENBEAM_FAULT_SIGNAL"
 
 # Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
 POINTS = (
@@ -63,6 +68,9 @@ def _parse(spec: str | None) -> tuple[str, int] | None:
 
 
 _TARGET = _parse(os.environ.get(FAULT_ENV))
+_PAUSE = os.environ.get(SIGNAL_ENV, "KILL").upper() == "STOP"
+if os.environ.get(SIGNAL_ENV, "KILL").upper() not in ("KILL", "STOP"):
+    raise ValueError(f"{SIGNAL_ENV}={os.environ[SIGNAL_ENV]!r}: expected KILL or STOP")
 _COUNTER = os.environ.get(COUNTER_ENV) or None
 _TRACE = os.environ.get(TRACE_ENV) or None
 _TRUNCATE = os.environ.get(TRUNCATE_ENV) or None
@@ -105,15 +113,24 @@ def _reached(name: str) -> None:
         if hits == _TARGET[1]:
             path, _, size = _TRUNCATE.rpartition(":")
             os.truncate(path, int(size))
+    elif _PAUSE:
+        if hits == _TARGET[1]:
+            _signal_job(signal.SIGSTOP)
     elif hits >= _TARGET[1]:
         kill_job()
 
 
 def kill_job() -> None:
     """SIGKILL the job's process group (and this process, should it be in another group)."""
+    _signal_job(signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _signal_job(signum: int) -> None:
     for pgid in {int(os.environ.get(PGID_ENV, os.getpgrp())), os.getpgrp()}:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(pgid, signum)
         except (ProcessLookupError, PermissionError):
             pass
-    os.kill(os.getpid(), signal.SIGKILL)
+    if os.getpgrp() != int(os.environ.get(PGID_ENV, os.getpgrp())):
+        os.kill(os.getpid(), signum)

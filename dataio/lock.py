@@ -26,7 +26,21 @@ Azure: a lease on the blob ``{output}/_lock`` (:func:`dataio.azure.acquire_lease
 while the run lives; a killed holder stops renewing and the service frees it within the lease
 time. A rerun on the machine where the holder died need not wait: when the lock's text names a
 process of this machine and boot that no longer runs (:func:`holder_is_dead`), the lease is
-broken (conditionally on the blob not having changed since it was read) and taken over. Other URL schemes have no lock primitive here: the run goes on unlocked, with a warning.
+broken (conditionally on the blob not having changed since it was read) and taken over. A
+holder whose lease ran out (it was killed elsewhere, or paused: a frozen VM, a network
+partition) is replaced by the next run, which says whose lock it was and how old it and the
+temporaries it removes are. Other URL schemes have no lock primitive here: the run goes on
+unlocked, with a warning.
+
+A lease can run out under a live run that was paused, and another run may then take the output
+over. So on Azure every commit (a commit record, a failure record, the removal of a shard's stale
+files, metadata.json) first renews the lease by its id (:class:`OutputGuard`, which workers
+carry: they are other processes); a run whose lease was taken stops with
+:class:`OutputLostError`, committing nothing more. What remains: a commit request sent within a
+lease period (60 s) of a successful renewal is safe, because no other run can take the lease
+before it expires; only a pause of more than 60 s falling between the renewal and the request
+right after it (milliseconds apart) could still commit after a take-over. No condition on one
+blob can be made to depend on the lease of another, so that window cannot be closed on Azure.
 """
 
 from __future__ import annotations
@@ -49,6 +63,10 @@ LOCK_NAME = "_lock"
 
 class OutputLockedError(errors.RunError):
     """Another live run holds the output (exit status 1)."""
+
+
+class OutputLostError(errors.RunError):
+    """This run no longer holds its output: another run took it over (exit status 1)."""
 
 
 def new_run_id() -> str:
@@ -99,12 +117,126 @@ def holder_is_dead(text: str) -> bool:
 
 
 def describe_holder(text: str) -> str:
-    """``host H, pid P, started T`` from a lock's text (the raw text if it is not ours)."""
+    """``run R, host H, pid P, started T (N h ago)`` from a lock's text (the raw text if it is not
+    ours)."""
     try:
         h = json.loads(text)
-        return f"host {h['host']}, pid {h['pid']}, started {h['started']}"
-    except (ValueError, KeyError, TypeError):
+        run = f"run {h['run_id']}, " if h.get("run_id") else ""
+        age = _ago(h["started"])
+        return f"{run}host {h['host']}, pid {h['pid']}, started {h['started']}{age}"
+    except (ValueError, KeyError, TypeError, AttributeError):
         return text.strip()[:200] or "unknown holder"
+
+
+def age_text(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``3 h 5 min``, ``2 d 4 h``."""
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if hours < 2:
+        return f"{minutes} min"
+    if days < 2:
+        return f"{hours} h {minutes % 60} min"
+    return f"{days} d {hours % 24} h"
+
+
+def _ago(when) -> str:
+    """`` (N ago)`` for an ISO time or datetime; empty when it cannot be read."""
+    try:
+        if isinstance(when, str):
+            when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        return f" ({age_text((dt.datetime.now(dt.timezone.utc) - when).total_seconds())} ago)"
+    except (ValueError, TypeError, AttributeError):
+        return ""
+
+
+def holder_metadata(text: str) -> dict[str, str]:
+    """The holder's run id, host, PID and start, as blob metadata (ASCII header values)."""
+    try:
+        h = json.loads(text)
+    except ValueError:
+        return {}
+    return {key: str(h[key]).encode("ascii", "backslashreplace").decode()[:200]
+            for key in ("run_id", "host", "pid", "started") if h.get(key) is not None}
+
+
+def _run_started(run_id: str) -> str:
+    """`` (started N ago)`` from a run id's leading UTC time (see :func:`new_run_id`)."""
+    try:
+        started = dt.datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ")
+    except ValueError:
+        return ""
+    return _ago(started.replace(tzinfo=dt.timezone.utc)).replace(" (", " (started ", 1)
+
+
+def describe_temporaries(output: str) -> str:
+    """What is left in ``{output}/_temporary/``: ``runs R1 (started 3 h ago), R2 (...)``;
+    empty when nothing is."""
+    root = fsutil.join(output, TEMPORARY_DIR)
+    try:
+        names = sorted(fsutil.list_names(root)) if fsutil.exists(root) else []
+    except FileNotFoundError:
+        names = []
+    if not names:
+        return ""
+    shown = ", ".join(f"{name}{_run_started(name)}" for name in names[:10])
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return f"run{'s' if len(names) > 1 else ''} {shown}{more}"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputGuard:
+    """What a process needs to prove, right before it commits, that its run still holds the
+    output: the Azure lock blob, the run, its lease id. Picklable and secret-free (the lease id
+    lets one renew or release this lock, which the account's credential allows anyway), so
+    workers carry it (dataio/sink.py). See the module docstring for the window that remains."""
+
+    output: str
+    lock_url: str
+    run_id: str
+    lease_id: str
+
+    def verify(self) -> None:
+        """Renew the lease (so it is ours for another lease period); raise
+        :class:`OutputLostError` when another run has it."""
+        from dataio import azure
+
+        try:
+            azure.renew_lease(self.lock_url, self.lease_id)
+        except azure.LeaseLostError as lost:
+            raise OutputLostError(lost_message(self.output, self.run_id, lost)) from None
+
+
+def _last_finished(output: str) -> dict:
+    """``run_id`` and ``finished`` of the run that wrote ``{output}/metadata.json`` last."""
+    try:
+        found = json.loads(fsutil.read_bytes(fsutil.join(output, "metadata.json")))
+        return {k: found[k] for k in ("run_id", "finished") if isinstance(found.get(k), str)}
+    except Exception:  # noqa: BLE001 - absent or unreadable: the message says less
+        return {}
+
+
+def lost_message(output: str, run_id: str, lost) -> str:
+    """The one line of a run that lost its output (``lost``: a LeaseLostError)."""
+    holder = lost.holder
+    if holder is None:   # the taker has released the lock since; metadata.json may name it
+        last = _last_finished(output)
+        whom = (f"lost the output's lease to run {last['run_id']} (which finished at "
+                f"{last.get('finished', '?')} and released the lock)"
+                if last.get("run_id") and last["run_id"] != run_id else
+                "lost the output's lease to another run (which has released it since: the "
+                "lock is gone)")
+    else:
+        who = holder.get("run_id") or "(not named yet)"
+        where = f" on host {holder['host']}, pid {holder.get('pid', '?')}" \
+            if holder.get("host") else ""
+        since = lost.since.isoformat(timespec="seconds") if lost.since else "?"
+        whom = f"lost the output's lease to run {who}{where} at {since}"
+    return (f"{output}: {whom}; stopping — nothing more is committed by this run ({run_id}), "
+            "which lost the output while paused or cut off longer than the lease")
 
 
 @dataclasses.dataclass
@@ -114,6 +246,7 @@ class OutputLock:
     path: str
     run_id: str
     stale: str | None = None  # the holder text a dead run left, when this run took over
+    expired: str | None = None  # the text of a holder whose lease had run out, when taken
     _fd: int | None = None
     _lease: object = None
     _unregister: object = None
@@ -150,11 +283,41 @@ class OutputLock:
         if self._lease is not None and hasattr(self._lease, "check"):
             self._lease.check()
 
+    @property
+    def output(self) -> str:
+        return self.path.rsplit("/", 1)[0]
+
+    def guard(self) -> OutputGuard | None:
+        """The check workers make before each commit (None where the lock cannot be lost while
+        its holder lives: a local flock, or no lock at all)."""
+        if self._lease is None:
+            return None
+        return OutputGuard(output=self.output, lock_url=self._lease.url, run_id=self.run_id,
+                           lease_id=self._lease.lease_id)
+
+    def verify(self) -> None:
+        """Raise :class:`OutputLostError` unless this run still holds the output (renews)."""
+        guard = self.guard()
+        if guard is not None:
+            guard.verify()
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.release()
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None:
+            self.release()
+            return
+        # The first error is the one to report: a release that fails too (storage down: the
+        # usual reason for both) is a warning beside it.
+        try:
+            self.release()
+        except Exception as failed:  # noqa: BLE001
+            from dataio import log
+
+            log.get("lock").warning(
+                "could not release the lock %s (%s); it frees itself within a minute",
+                self.path, errors.cause(failed))
 
 
 def acquire(output: str, *, run_id: str, command: str = "") -> OutputLock:
@@ -168,10 +331,11 @@ def acquire(output: str, *, run_id: str, command: str = "") -> OutputLock:
 
     if azure.is_azure_url(output) and hasattr(azure, "acquire_lease"):
         try:
-            lease = azure.acquire_lease(path, holder=text.encode(), is_stale=holder_is_dead)
+            lease = azure.acquire_lease(path, holder=text.encode(), is_stale=holder_is_dead,
+                                        metadata=holder_metadata(text))
         except azure.LeaseHeldError as exc:
             raise OutputLockedError(f"{exc} Or choose another --output.") from None
-        return OutputLock(path, run_id, stale=lease.stale, _lease=lease)
+        return OutputLock(path, run_id, stale=lease.stale, expired=lease.previous, _lease=lease)
     print(f"warning: {output}: no lock for this storage; do not start two runs into it",
           file=sys.stderr)
     return OutputLock(path, run_id)

@@ -18,7 +18,9 @@ Protocol (the same on local disk and object stores):
    removes final files of older runs with other counts, and deletes the parts. A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
-   has ended commits nothing more (dataio/workers.py).
+   has ended commits nothing more (dataio/workers.py); on Azure, neither does one whose run
+   lost the output's lease to another run: each record written and each stale file removed is
+   preceded by a renewal of the lease (dataio/lock.py OutputGuard).
 5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files.
 
 What was committed flows back through the pipeline: WriteShards returns a ShardResult per
@@ -120,9 +122,15 @@ class _WritePartFn(beam.DoFn):
 
 
 class _FinalizeShardFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None, run_id: str = ""):
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
+        self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
+
+    def _still_ours(self) -> None:
+        _stop_if_driver_gone()
+        if self._guard is not None:
+            self._guard.verify()
 
     def setup(self):
         if self._storage is not None:
@@ -142,6 +150,7 @@ class _FinalizeShardFn(beam.DoFn):
         _stop_if_driver_gone()
         if failures:
             record = {"shard": shard, "reason": failures[0], "at": _now()}
+            self._still_ours()
             fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
                                       json.dumps(record, indent=1).encode())
             fsutil.remove_tree(parts_dir)
@@ -162,10 +171,11 @@ class _FinalizeShardFn(beam.DoFn):
                       "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
                       **({"resume_key": resume_key} if resume_key else {})}
             faults.checkpoint("sink.before_commit_record")
-            _stop_if_driver_gone()
+            self._still_ours()
             fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
                                       json.dumps(record, indent=1).encode())
             faults.checkpoint("sink.before_cleanup")
+            self._still_ours()
             fsutil.remove(failure_record_path(self._output, shard))
             self._remove_stale(shard, name)
         fsutil.remove_tree(parts_dir)
@@ -216,13 +226,16 @@ class WriteShards(beam.PTransform):
     (shard, (fingerprint, resume key)): the resume key (what the fingerprint hashes) goes into the
     commit record, so that a later run can say what changed.
     ``failed``: PCollection of (shard, reason) for shards whose input could not be read.
+    ``guard``: the output lock's :class:`dataio.lock.OutputGuard` (Azure), checked before
+    every commit.
     """
 
-    def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = ""):
+    def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = "",
+                 guard=None):
         super().__init__()
         self._output, self._dtype = output, np.dtype(dtype).name
         self._planned, self._failed, self._storage = planned, failed, storage
-        self._run_id = run_id
+        self._run_id, self._guard = run_id, guard
 
     def expand(self, token_batches):
         parts = token_batches | "WriteParts" >> beam.ParDo(
@@ -233,7 +246,8 @@ class WriteShards(beam.PTransform):
         grouped = ({"planned": self._planned, "parts": part_infos, "counts": counts,
                     "failed": self._failed} | "GatherParts" >> beam.CoGroupByKey())
         return grouped | "FinalizeShard" >> beam.ParDo(
-            _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id))
+            _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,
+                             self._guard))
 
 
 class _WriteErrorsFn(beam.DoFn):

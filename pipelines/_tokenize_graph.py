@@ -51,7 +51,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
         storage=storage)
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id)
+        run_id=job.run_id, guard=job.guard)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
                       | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))

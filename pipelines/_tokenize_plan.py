@@ -82,6 +82,7 @@ class Job:
     # path -> the identity each local input's content hash was taken under (--verify-inputs):
     # the readers confirm they read those bytes (dataio/readers.py confirm_unchanged)
     stamps: dict[str, str] = dataclasses.field(default_factory=dict)
+    guard: object = None  # dataio.lock.OutputGuard of the output's lease (Azure), else None
 
     @property
     def dtype(self) -> np.dtype:

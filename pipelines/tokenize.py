@@ -195,6 +195,8 @@ def finish(job: Job, argv, *, started: str,
     """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
     returns the shard results (``reported``: by the pipeline, see :func:`collect_results`)."""
     results = collect_results(job, reported)
+    if job.guard is not None:  # metadata.json is a commit too: only while the output is ours
+        job.guard.verify()
     if job.run_id:
         fsutil.remove_tree(manifest.temporary_dir(job.output, job.run_id))
     _remove_if_empty(manifest.temporary_dir(job.output))
@@ -269,11 +271,21 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
     for hold in output_lock.refuse_detached(output, ended=ended) if held.exclusive else []:
         _LOG.info("note: %s has ended; removing its temporaries",
                   output_lock.describe_detached(hold))
+    if not held.exclusive:
+        return
+    left = output_lock.describe_temporaries(output)
+    removing = f"; removing the temporaries of {left}" if left else ""
     if held.stale:
-        _LOG.info("note: taking over %s from a run that is no longer running (%s); removing "
-                  "its temporaries", held.path, output_lock.describe_holder(held.stale))
-    if held.exclusive:
-        fsutil.remove_tree(manifest.temporary_dir(output))
+        _LOG.info("note: taking over %s from a run that is no longer running (%s)%s",
+                  held.path, output_lock.describe_holder(held.stale), removing)
+    elif held.expired:
+        _LOG.info("note: taking over %s from %s, whose lease ran out (killed elsewhere, or "
+                  "paused or cut off for longer than the lease)%s", held.path,
+                  output_lock.describe_holder(held.expired), removing)
+    elif left:
+        _LOG.info("note: removing the temporaries of %s (left by runs that ended without "
+                  "removing them)", left)
+    fsutil.remove_tree(manifest.temporary_dir(output))
 
 
 def run(argv=None) -> int:
@@ -319,17 +331,30 @@ def _run(argv) -> int:
     with lock_output(options, argv, run_id=run_id) as held:
         take_over(io.output, held)
         job = plan(options, checked=True)
-        job.run_id = run_id
+        job.run_id, job.guard = run_id, held.guard()
         try:
-            return execute(job, argv, storage=storage)
-        except Exception as exc:
-            space = space_error(exc, io.output)
+            status = execute(job, argv, storage=storage)
+        except BaseException as exc:
+            # Failed or interrupted: this run's parts are of no use to the next; removing them
+            # may fail too (storage down), but the first error is the one to report.
+            _remove_own_temporaries(io.output, run_id, failed=True)
+            space = space_error(exc, io.output) if isinstance(exc, Exception) else None
             if space is not None:
                 raise space from None
             raise
-        finally:  # failed or interrupted: this run's parts are of no use to the next
-            fsutil.remove_tree(manifest.temporary_dir(io.output, run_id))
-            _remove_if_empty(manifest.temporary_dir(io.output))
+        _remove_own_temporaries(io.output, run_id, failed=False)
+        return status
+
+
+def _remove_own_temporaries(output: str, run_id: str, *, failed: bool) -> None:
+    try:
+        fsutil.remove_tree(manifest.temporary_dir(output, run_id))
+        _remove_if_empty(manifest.temporary_dir(output))
+    except Exception as exc:  # noqa: BLE001
+        if not failed:
+            raise
+        _LOG.warning("could not remove this run's temporaries (%s); the next run removes them",
+                     errors.cause(exc))
 
 
 def space_error(exc: Exception, output: str) -> errors.RunError | None:

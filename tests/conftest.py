@@ -27,7 +27,7 @@ from pipelines import demo  # noqa: E402
 #   new service test cannot land in the unit tier by forgetting the marker; so is every test of the
 #   SERVICE_MODULES (service tests that start their service themselves, without a fixture).
 SERVICE_FIXTURES = frozenset({
-    "azurite", "container",                      # tests/azure/conftest.py: Azurite (npm)
+    "azurite", "container", "own_azurite",       # tests/azure/conftest.py: Azurite (npm)
     "flink_stack", "flink_cluster",              # tests/runners/conftest.py: Flink + job server
     "slurm_cluster",                             # tests/runners/conftest.py: slurmctld/slurmd
     "spark_cluster", "yarn_cluster",             # tests/runners/test_spark_*.py: Spark, Livy, YARN

@@ -10,7 +10,9 @@ azure; azure.configure_from_options(...)`` is the way in:
   lazily on workers; secrets out of argv before Beam parses it.
 - :mod:`~dataio.azure.commit`: :func:`replace`, a commit that leaves ``target`` whole and
   stores no secret in the account.
-- :mod:`~dataio.azure.lease`: :func:`acquire_lease`, one run at a time per output.
+- :mod:`~dataio.azure.lease`: :func:`acquire_lease`, one run at a time per output;
+  :func:`renew_lease`, the proof (from any process) that a run still holds it.
+- :mod:`~dataio.azure.storage_errors`: retries announced, storage faults as one line.
 - :mod:`~dataio.azure.state`: the one object, :data:`STATE`, holding everything this process
   remembers (secrets, the worker plan, resolved storage options, per-account facts);
   :func:`reset` forgets it.
@@ -28,7 +30,8 @@ from dataio.azure.credentials import (METHOD_TITLES, AzureCredentialError, absor
                                       configure_from_options, configure_worker,
                                       filesystem_and_path, method_for, prepare_argv, reset,
                                       with_account)
-from dataio.azure.lease import BlobLease, LeaseHeldError, LeaseLostError, acquire_lease
+from dataio.azure.lease import (BlobLease, LeaseHeldError, LeaseLostError, acquire_lease,
+                                renew_lease)
 from dataio.azure.state import (DEFAULT_BLOCK_SIZE, METHODS, PLAN_ENV, SECRETS_ENV, STATE,
                                 AzurePlan, AzureState)
 from dataio.azure.urls import (AZURE_PROTOCOLS, DEV_ACCOUNT, AzureLocation, AzurePathError,
@@ -41,5 +44,5 @@ __all__ = [
     "BlobLease", "LeaseHeldError", "LeaseLostError",
     "absorb_sas", "acquire_lease", "configure_from_options", "configure_worker",
     "filesystem_and_path", "is_azure_url", "method_for", "parse", "parse_connection_string",
-    "prepare_argv", "replace", "reset", "strip_sas", "url_like", "with_account",
+    "prepare_argv", "renew_lease", "replace", "reset", "strip_sas", "url_like", "with_account",
 ]

@@ -469,7 +469,30 @@ def filesystem_and_path(url: str):
     import fsspec
 
     loc, options = location_and_options(url)
-    return fsspec.filesystem("abfs", **options), loc.inner
+    fs = fsspec.filesystem("abfs", **options)
+    if not getattr(fs.service_client, "_tokenbeam_retries", False):
+        fs.service_client = _service_client(fs, options)
+    return fs, loc.inner
+
+
+def _service_client(fs, options: dict[str, Any]):
+    """The asynchronous service client adlfs would build for ``options``, but retrying as
+    every tokenbeam client does: out loud, then one line (dataio/azure/storage_errors.py).
+    adlfs builds its client once, in ``__init__``, and takes no retry settings, so the instance
+    (cached by fsspec) gets this one instead."""
+    from azure.storage.blob.aio import BlobServiceClient
+
+    from dataio.azure.storage_errors import retry_policy
+
+    policy = retry_policy(asynchronous=True)
+    if options.get("connection_string"):
+        client = BlobServiceClient.from_connection_string(options["connection_string"],
+                                                          retry_policy=policy)
+    else:
+        client = BlobServiceClient(account_url=fs.account_url, credential=options["credential"],
+                                   retry_policy=policy)
+    client._tokenbeam_retries = True
+    return client
 
 
 def location_and_options(url: str):

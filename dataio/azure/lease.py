@@ -8,18 +8,21 @@ itself. Credentials are those configured for the lock blob's container
 
 from __future__ import annotations
 
-import logging
 import threading
 
+from dataio import errors, log
 from dataio import redact as redactor
 from dataio.azure.credentials import default_credential, location_and_options
+from dataio.azure.storage_errors import retry_policy
 from dataio.azure.urls import AzurePathError
 
 # Lease requests: a few quick retries, short timeouts, so a renewal (every duration/3 s) never
 # waits out the lease it is meant to keep.
-LEASE_CLIENT_KWARGS = {"retry_total": 2, "connection_timeout": 5, "read_timeout": 10}
+LEASE_RETRIES = 2
+LEASE_CLIENT_KWARGS = {"connection_timeout": 5, "read_timeout": 10}
 LEASE_MIN_SECONDS, LEASE_MAX_SECONDS = 15, 60   # the service's bounds for a finite lease
 _HOLDER_SHOWN_CHARS = 400
+_LOG = log.get("azure.lease")   # under tokenbeam's logger, so that its lines reach the user
 
 
 class LeaseHeldError(RuntimeError):
@@ -33,8 +36,14 @@ class LeaseHeldError(RuntimeError):
             f"its lease expires by itself within {LEASE_MAX_SECONDS} s of its last renewal.")
 
 
-class LeaseLostError(RuntimeError):
-    """The lease of a :class:`BlobLease` could not be kept (expired and taken, or deleted)."""
+class LeaseLostError(errors.RunError):
+    """The lease of a :class:`BlobLease` could not be kept (expired and taken, or deleted).
+    ``holder``: the lock blob's metadata now (another run's), None when the blob is gone;
+    ``since``: when the blob last changed (the taker wrote its text), None when gone."""
+
+    def __init__(self, message: str, *, holder: dict | None = None, since=None):
+        super().__init__(message)
+        self.holder, self.since = holder, since
 
 
 class BlobLease:
@@ -50,6 +59,8 @@ class BlobLease:
         self.duration_s = duration_s
         self.lost: str | None = None
         self.stale: str | None = None   # a dead holder's text, when this lease was taken over
+        # the text of a holder whose lease had expired (or was broken) when this one was taken
+        self.previous: str | None = None
         self._client = client
         self._lease = lease
         self._stop = threading.Event()
@@ -73,7 +84,8 @@ class BlobLease:
                 if error.status_code in (404, 409, 412):   # deleted, or another's lease now
                     self.lost = (f"lease on {self.url} lost: "
                                  f"{error.error_code or error.status_code}")
-                    logging.getLogger(__name__).warning("%s", self.lost)
+                    # Said once, by the commit that finds it lost (OutputGuard.verify).
+                    _LOG.debug("%s", self.lost)
                     return
                 # anything else is transient: two more tries before the lease can expire
             except Exception:   # network trouble: the same
@@ -103,7 +115,8 @@ class BlobLease:
         except HttpResponseError as error:
             if error.status_code not in (409, 412):
                 raise
-            logging.getLogger(__name__).warning(
+            # Known already when the run stopped for it (the renewal or a commit found it lost).
+            (_LOG.debug if self.lost else _LOG.warning)(
                 "lease on %s was no longer ours (%s); left the lock blob to its holder",
                 self.url, error.error_code or error.status_code)
         finally:
@@ -117,7 +130,7 @@ class BlobLease:
 
 
 def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
-                  is_stale=None) -> BlobLease:
+                  is_stale=None, metadata: dict[str, str] | None = None) -> BlobLease:
     """Lock ``url`` (a blob; created if absent) for this process with a finite blob lease.
 
     The blob's content becomes ``holder`` (a short text naming host, PID, start time), written
@@ -126,7 +139,10 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
     :class:`LeaseHeldError` with the current holder's text when another process holds it, unless
     ``is_stale(text)`` says that holder is provably dead: then its lease is broken, on condition
     that the blob is unchanged since its text was read (so a live run that took it meanwhile keeps
-    it), and taken; the returned lease's ``stale`` is the dead holder's text.
+    it), and taken; the returned lease's ``stale`` is the dead holder's text. A holder whose lease
+    had expired (or was broken) is replaced: the returned lease's ``previous`` is its text.
+    ``metadata`` (ASCII strings: run id, host, pid) goes on the blob with ``holder``, where a
+    check (:func:`renew_lease`) reads it without downloading the text.
     Credentials are those configured for the URL's container (as for every other path).
     """
     from azure.core import MatchConditions
@@ -142,11 +158,13 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
     stale = None
     try:
         for _ in range(5):   # each retry follows a holder releasing between two of our calls
+            created = True
             try:
-                client.upload_blob(holder, overwrite=False)
+                client.upload_blob(holder, overwrite=False, metadata=metadata)
             except HttpResponseError as error:
                 if error.status_code not in (409, 412):   # exists (and maybe leased): fine
                     raise
+                created = False
             try:
                 lease = client.acquire_lease(lease_duration=int(duration_s))
             except ResourceNotFoundError:
@@ -171,18 +189,51 @@ def acquire_lease(url: str, *, holder: bytes, duration_s: int = 60,
                     stale = text
                     continue
                 raise LeaseHeldError(shown, _holder_text(current)) from None
+            previous = None
             try:
-                client.upload_blob(holder, overwrite=True, lease=lease)
+                if not created and stale is None:   # a holder whose lease ran out before ours
+                    previous = client.download_blob(lease=lease).readall().decode("utf-8",
+                                                                                  "replace")
+                client.upload_blob(holder, overwrite=True, lease=lease, metadata=metadata)
             except BaseException:
                 lease.release()
                 raise
             taken = BlobLease(url=shown, client=client, lease=lease, duration_s=int(duration_s))
             taken.stale = stale
+            taken.previous = previous if previous and previous != holder.decode("utf-8",
+                                                                                "replace") else None
             return taken
         raise LeaseHeldError(shown, "(changing hands too fast to read)")
     except BaseException:
         client.close()
         raise
+
+
+def renew_lease(url: str, lease_id: str) -> None:
+    """Renew the lease ``lease_id`` on the lock blob ``url`` (any process may: a worker proves
+    so that the run it works for still holds the output, for the next ``duration_s`` s).
+    Raises :class:`LeaseLostError` when it is no longer held under that id (the lease was
+    taken by another holder, or the blob is gone), carrying the blob's metadata and when it
+    changed; a lease that expired with no one taking it is simply renewed."""
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+    from azure.storage.blob import BlobLeaseClient
+
+    client, shown = _sync_blob_client(url)
+    with client:
+        try:
+            BlobLeaseClient(client, lease_id=lease_id).renew()
+            return
+        except HttpResponseError as error:
+            if error.status_code not in (404, 409, 412):
+                raise
+            reason = error.error_code or error.status_code
+        try:
+            props = client.get_blob_properties()
+        except ResourceNotFoundError:
+            raise LeaseLostError(f"lease on {shown} lost ({reason}); the lock blob is gone") \
+                from None
+        raise LeaseLostError(f"lease on {shown} lost ({reason})", holder=dict(props.metadata or {}),
+                             since=props.last_modified)
 
 
 def _holder_text(data: bytes) -> str:
@@ -198,11 +249,13 @@ def _sync_blob_client(url: str):
     loc, options = location_and_options(url)
     if not loc.blob:
         raise AzurePathError(f"{loc.url()}: a lease needs a blob path, not a container")
+    kwargs = {**LEASE_CLIENT_KWARGS,
+              "retry_policy": retry_policy(asynchronous=False, at_most=LEASE_RETRIES)}
     if options.get("connection_string"):
         client = BlobClient.from_connection_string(options["connection_string"], loc.container,
-                                                   loc.blob, **LEASE_CLIENT_KWARGS)
+                                                   loc.blob, **kwargs)
     else:
         _, credential = default_credential()
         client = BlobClient(loc.endpoint, loc.container, loc.blob, credential=credential,
-                            **LEASE_CLIENT_KWARGS)
+                            **kwargs)
     return client, loc.url()

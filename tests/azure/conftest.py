@@ -43,6 +43,11 @@ class Azurite:
     port: int
     debug_log: Path
     data_dir: Path
+    proc: subprocess.Popen | None = None
+
+    def stop(self) -> None:
+        """Stop this Azurite (its port then refuses connections): storage unreachable."""
+        _stop(self.proc)
 
     @property
     def endpoint(self) -> str:
@@ -88,13 +93,23 @@ class Azurite:
 
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory):
+    yield from _run_azurite(tmp_path_factory.mktemp("azurite"))
+
+
+@pytest.fixture
+def own_azurite(tmp_path):
+    """An Azurite of this test alone, which it may stop (``.stop()``) to cut storage off."""
+    yield from _run_azurite(tmp_path / "own-azurite")
+
+
+def _run_azurite(base: Path):
     binary = _azurite_binary()
     if not binary:
         pytest.skip("Azurite is not installed: run `bash scripts/setup.sh --test` "
                     "(needs node and npm) or set TOKENBEAM_AZURITE to azurite-blob")
     if shutil.which("node") is None:
         pytest.skip("node is not on PATH, so Azurite cannot run")
-    base = tmp_path_factory.mktemp("azurite")
+    base.mkdir(parents=True, exist_ok=True)
     data, debug_log = base / "data", base / "debug.log"
     data.mkdir()
     log = open(base / "azurite.out", "w+")
@@ -116,16 +131,20 @@ def azurite(tmp_path_factory):
         if port is None:
             log.seek(0)
             raise RuntimeError(f"Azurite did not start (exit {proc.poll()}):\n{log.read()}")
-        yield Azurite(port=port, debug_log=debug_log, data_dir=data)
+        yield Azurite(port=port, debug_log=debug_log, data_dir=data, proc=proc)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        _stop(proc)
         log.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 _ENV_PREFIXES = ("AZURE_", "TOKENBEAM_AZURE_", "IDENTITY_", "MSI_")

@@ -345,7 +345,8 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
     from dataio import azure
 
     fn = make(str(tmp_path), azure_storage_plan)
-    assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary"}  # identifiers only
+    # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids)
+    assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)
