@@ -204,10 +204,11 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
         literal = False
         details: dict[str, dict] = {}  # what the listing said of each path (object stores)
         folders: set[str] = set()  # paths known to be folders
-        if fs.isdir(inner) and _is_dataset_name(pattern):
+        is_folder = fs.isdir(inner)  # one request pair on object stores: asked once
+        if is_folder and _is_dataset_name(pattern):
             paths = [pattern.rstrip("/")]  # a dataset folder itself: its parts, below
             folders.add(paths[0])
-        elif fs.isdir(inner):
+        elif is_folder:
             details = fsutil.glob_details(fsutil.join(_escape_glob(pattern), "*"))
             paths = [p for p in details if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
         elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):

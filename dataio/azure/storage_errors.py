@@ -210,7 +210,7 @@ def retry_policy(*, asynchronous: bool, at_most: int | None = None):
 
 # --- one line per cause -------------------------------------------------------------------------
 
-_SAS_HINT = "give a valid SAS (AZURE_STORAGE_SAS_TOKEN or --azure-sas-token)"
+_SAS_HINT = "give a valid SAS (AZURE_STORAGE_SAS_TOKEN or --azure-sas-token-file)"
 
 
 def _first_line(text: str) -> str:
