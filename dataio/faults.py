@@ -15,6 +15,11 @@ once, at import, so an unset hook costs one global lookup and a compare per call
 ``TOKENBEAM_FAULT_COUNTER=PATH``
     Count hits of NAME job-wide: every hit appends one byte to PATH (O_APPEND, so processes do
     not lose each other's hits) and the hit that makes it N bytes or more kills.
+``TOKENBEAM_FAULT_SCOPE=process``
+    Kill only the process that reaches the checkpoint, not its group: one ``--workers N``
+    worker killed alone, as the OOM killer does (the driver must notice, see
+    dataio/local_runner.py). With TOKENBEAM_FAULT_COUNTER only the N-th hit job-wide kills,
+    not the hits after it.
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
     with only this set tells a test how often each point is reached, so it can choose N.
@@ -29,6 +34,7 @@ FAULT_ENV = "TOKENBEAM_FAULT"
 COUNTER_ENV = "TOKENBEAM_FAULT_COUNTER"
 TRACE_ENV = "TOKENBEAM_FAULT_TRACE"
 PGID_ENV = "TOKENBEAM_FAULT_PGID"
+SCOPE_ENV = "TOKENBEAM_FAULT_SCOPE"
 
 # Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
 POINTS = (
@@ -53,6 +59,7 @@ def _parse(spec: str | None) -> tuple[str, int] | None:
 _TARGET = _parse(os.environ.get(FAULT_ENV))
 _COUNTER = os.environ.get(COUNTER_ENV) or None
 _TRACE = os.environ.get(TRACE_ENV) or None
+_ALONE = os.environ.get(SCOPE_ENV) == "process"
 _ACTIVE = _TARGET is not None or _TRACE is not None
 _hits = 0
 if _TARGET is not None and PGID_ENV not in os.environ:
@@ -88,7 +95,10 @@ def _reached(name: str) -> None:
     else:
         _hits += 1
         hits = _hits
-    if hits >= _TARGET[1]:
+    if _ALONE:
+        if hits == _TARGET[1]:
+            os.kill(os.getpid(), signal.SIGKILL)
+    elif hits >= _TARGET[1]:
         kill_job()
 
 
