@@ -7,7 +7,8 @@
   other workers are stopped, nothing half-written is committed, and the rerun of the same
   command equals a clean run byte for byte.
 
-The kills are chosen by a seeded RNG: a failure names its seed; replay it with
+The kills are chosen by a seeded RNG (a checkpoint of dataio.faults where a worker kills itself,
+or a point in the job's progress where the test kills one): a failure names its seed; replay it with
 TOKENBEAM_FAULT_SEED=<seed>. The subprocess timeouts are hang detectors, not timings.
 """
 
@@ -35,7 +36,8 @@ pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 SEED = int(os.environ.get("TOKENBEAM_FAULT_SEED") or random.SystemRandom().randrange(1 << 31))
 JOB_TIMEOUT = 180  # a hang detector: a clean run of this corpus takes seconds
 CHECKPOINT_TRIALS = 6  # a worker kills itself at a checkpoint (reading, writing, committing)
-WALL_CLOCK_TRIALS = 4  # the test kills a worker at a random moment
+RANDOM_TRIALS = 4  # the test kills a worker at a random point of the job's progress
+PROGRESS = "progress"
 
 
 def _session(sid: int) -> list[psutil.Process]:
@@ -132,15 +134,18 @@ def setup(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def picks(setup):
-    """(point, arrival) for checkpoint kills, ("wall-clock", seconds) for the others."""
+    """(point, arrival) for checkpoint kills, (PROGRESS, checkpoints reached) for the others."""
     rng = random.Random(SEED)
     points = list(faults.POINTS)
     chosen = []
     for i in range(CHECKPOINT_TRIALS):
         point = points[i % len(points)] if i < len(points) else rng.choice(points)
         chosen.append((point, rng.randint(1, setup.arrivals[point])))
-    for _ in range(WALL_CLOCK_TRIALS):  # early, mid and late, at random
-        chosen.append((fi.WALL_CLOCK, round(rng.uniform(0.05, 0.95) * setup.clean_seconds, 2)))
+    # early, mid and late, at random: after the k-th checkpoint any worker reaches (k = 0: as
+    # soon as both run), the test kills one of the two, wherever it is by then
+    reached = sum(setup.arrivals.values())
+    for _ in range(RANDOM_TRIALS):
+        chosen.append((PROGRESS, rng.randint(0, reached)))
     return chosen
 
 
@@ -160,24 +165,33 @@ def _run_and_kill(setup, output: str, point: str, n) -> tuple[int, str, int, int
     """The job, with one worker killed at ``point``: (status, stderr, driver pid, the pid the
     test killed or None)."""
     cmd = fi.job_command(setup.corpus, output, setup.tokenizer, workers=2)
-    if point != fi.WALL_CLOCK:
+    if point != PROGRESS:
         env = fi._env(**{faults.FAULT_ENV: f"{point}:{n}", faults.SCOPE_ENV: "process",
                          faults.COUNTER_ENV: output + ".hits"})
         proc, err = _start(cmd, env)
         stderr = _finish(proc, err)
         return proc.returncode, stderr, proc.pid, None
     rng = random.Random(f"{SEED}-{n}")
-    proc, err = _start(cmd)
-    started, victim = time.monotonic(), None
+    trace = output + ".trace"
+    proc, err = _start(cmd, fi._env(**{faults.TRACE_ENV: trace}))
+    victim = None
     while proc.poll() is None:
         running = _workers(proc.pid)
-        if len(running) == 2 and time.monotonic() - started >= n:
+        if len(running) == 2 and _lines(trace) >= n:
             victim = rng.choice(running)
             victim.send_signal(signal.SIGKILL)
             break
         time.sleep(0.02)
     stderr = _finish(proc, err)
     return proc.returncode, stderr, proc.pid, victim and victim.pid
+
+
+def _lines(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return f.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 def _left_running(sid: int, grace: float = 30.0) -> list[int]:
@@ -190,7 +204,7 @@ def _left_running(sid: int, grace: float = 30.0) -> list[int]:
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize("index", range(CHECKPOINT_TRIALS + WALL_CLOCK_TRIALS))
+@pytest.mark.parametrize("index", range(CHECKPOINT_TRIALS + RANDOM_TRIALS))
 def test_killed_worker_ends_the_job_with_one_line(setup, picks, index, tmp_path):
     point, n = picks[index]
     where = f"seed {SEED} (replay: TOKENBEAM_FAULT_SEED={SEED}), kill at {point} {n}"
@@ -198,8 +212,8 @@ def test_killed_worker_ends_the_job_with_one_line(setup, picks, index, tmp_path)
     status, stderr, driver, victim = _run_and_kill(setup, output, point, n)
     # every process of the job has ended: the other worker was stopped with it
     assert not _left_running(driver), f"{where}: processes of the job left running"
-    if status == 0:  # a wall-clock kill that came after the workers had ended
-        assert point == fi.WALL_CLOCK and victim is None, f"{where}: {stderr}"
+    if status == 0:  # a random kill that came after the workers had ended
+        assert point == PROGRESS and victim is None, f"{where}: {stderr}"
     else:
         assert status == 1, f"{where}: status {status}: {stderr}"
         lines = _user_lines(stderr)
