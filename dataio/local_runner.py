@@ -14,6 +14,9 @@ dataio.worker_main`` with the Fn API endpoints in its environment, relay its log
   OOM killer, a crash) ends the job at once, see :class:`_Workers`; Beam's handler raised in a
   thread of its own (a traceback) and left the runner waiting for the dead worker's answer;
 * every server it and Beam start for the workers listens on 127.0.0.1 (dataio/loopback.py).
+
+Ending the job on a worker's death is :func:`dataio.errors.end_run` (``os._exit``, as after an
+interrupt): an in-process caller (a test calling ``run()`` with ``--workers 2``) ends with it.
 """
 
 from __future__ import annotations
