@@ -258,6 +258,43 @@ def _hard_exit(signum: int) -> None:
     os._exit(128 + signum)
 
 
+_ending = threading.Event()  # a thread is about to call end_run(): main() reports nothing else
+ENDING_WAIT_SECONDS = 60.0
+
+
+def ending() -> bool:
+    """Say that this thread is about to call :func:`end_run` (after stopping what it must), so
+    that what the main thread raises meanwhile (Beam's runner failing one way or another) is
+    not reported in its stead. False when an interrupt is being reported already."""
+    if _reported.is_set() or _fired:
+        return False
+    _ending.set()
+    return True
+
+
+def end_run(message: str, status: int = EXIT_FAILED) -> None:
+    """End the process now from any thread, as :func:`_hard_exit` does for an interrupt: print
+    ``error: message`` (once; not after an interrupt, whose line wins), give back what must be
+    given back (the output's lock, a lease), exit with ``status``. For a failure the main thread
+    cannot learn in time (a local worker died: Beam's runner would wait for it for ever)."""
+    from dataio.redact import redact
+
+    if _reported.is_set() or _fired:
+        return
+    _reported.set()
+    print(f"error: {redact(message)}", file=sys.stderr, flush=True)
+    for callback in list(_at_exit):
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(status)
+
+
 def _on_signal(signum, frame):
     if _fired:
         _hard_exit(_fired[0])  # a second signal: the user means it
@@ -322,6 +359,9 @@ def _report_interrupt(signum: int) -> int:
 
 def _report(exc: BaseException) -> int:
     from dataio.redact import redact
+
+    if _ending.is_set():  # end_run() prints the cause and ends the process (give it time)
+        threading.Event().wait(ENDING_WAIT_SECONDS)
 
     known = describe(exc)
     if known is not None:

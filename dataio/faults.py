@@ -24,6 +24,11 @@ once, at import, so an unset hook costs one global lookup and a compare per call
     Pause instead of kill: the N-th hit (only that one) SIGSTOPs the job's process group, as a
     frozen VM or a long network partition would stall it; a SIGCONT from outside resumes it
     there (the lost-lease tests take the output over meanwhile).
+``TOKENBEAM_FAULT_SCOPE=process``
+    Kill only the process that reaches the checkpoint, not its group: one ``--workers N``
+    worker killed alone, as the OOM killer does (the driver must notice, see
+    dataio/local_runner.py). With TOKENBEAM_FAULT_COUNTER only the N-th hit job-wide kills,
+    not the hits after it.
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run
     with only this set tells a test how often each point is reached, so it can choose N.
@@ -40,6 +45,7 @@ TRACE_ENV = "TOKENBEAM_FAULT_TRACE"
 TRUNCATE_ENV = "TOKENBEAM_FAULT_TRUNCATE"
 PGID_ENV = "TOKENBEAM_FAULT_PGID"
 SIGNAL_ENV = "TOKENBEAM_FAULT_SIGNAL"
+SCOPE_ENV = "TOKENBEAM_FAULT_SCOPE"
 
 # Every checkpoint the code calls, in the order one shard passes them (a test picks from these).
 POINTS = (
@@ -74,6 +80,7 @@ if os.environ.get(SIGNAL_ENV, "KILL").upper() not in ("KILL", "STOP"):
 _COUNTER = os.environ.get(COUNTER_ENV) or None
 _TRACE = os.environ.get(TRACE_ENV) or None
 _TRUNCATE = os.environ.get(TRUNCATE_ENV) or None
+_ALONE = os.environ.get(SCOPE_ENV) == "process"
 _ACTIVE = _TARGET is not None or _TRACE is not None
 _hits = 0
 if _TARGET is not None and _TRUNCATE is None and PGID_ENV not in os.environ:
@@ -116,6 +123,9 @@ def _reached(name: str) -> None:
     elif _PAUSE:
         if hits == _TARGET[1]:
             _signal_job(signal.SIGSTOP)
+    elif _ALONE:
+        if hits == _TARGET[1]:
+            os.kill(os.getpid(), signal.SIGKILL)
     elif hits >= _TARGET[1]:
         kill_job()
 

@@ -147,6 +147,7 @@ class _FinalizeShardFn(beam.DoFn):
         counts, input_bytes = next(iter(grouped["counts"]), (Counts(), 0))
         failures = list(grouped["failed"])
         parts_dir = fsutil.join(self._temporary, shard)
+        workers.note_work(f"committing shard {shard}")  # for the driver, should this worker die
         _stop_if_driver_gone()
         if failures:
             record = {"shard": shard, "reason": failures[0], "at": _now()}

@@ -5,12 +5,11 @@ With ``--workers N`` Beam's FnApiRunner starts N ``sdk_worker_main`` processes t
 outlive a driver that is killed or interrupted, and go on reading, writing parts and committing
 shards for seconds, overlapping an immediate rerun. :class:`LocalRunner` (``--runner`` is set
 to it, in dataio/local_runner.py, for more than one worker by pipelines/options.py) starts
-each worker as
-``exec python -m dataio.worker_main`` instead, which calls :func:`guard_worker` before it
-takes any work:
+each worker as ``python -m dataio.worker_main`` instead (no shell), which calls
+:func:`guard_worker` before it takes any work:
 
 * ``PR_SET_PDEATHSIG``: the kernel SIGKILLs the worker the moment the driver thread that
-  started it ends, however the driver ends, ``kill -9`` included (``exec``: no shell between);
+  started it ends, however the driver ends, ``kill -9`` included (no shell between);
 * a watchdog thread waits on a pidfd of the driver and SIGKILLs the worker when the driver
   ends, should the parent not be the driver after all; a driver already gone at start-up (a
   race) makes the worker exit at once;
@@ -21,6 +20,14 @@ takes any work:
 * the worker's own stderr logging is silenced: its log reaches the driver through Beam's
   logging service (warnings and up printed there once), and a failing bundle is reported by
   the driver's main() (dataio/errors.py).
+
+The other way round, a worker that dies (the OOM killer's SIGKILL, a crash) would leave Beam's
+runner waiting for its answer for ever. The driver waits on each worker process itself
+(dataio/local_runner.py): the moment one ends while the job runs, it stops the others
+(SIGKILL: the commit protocol is built for it, nothing half-done looks committed), and ends
+the job with one line (:func:`death_message`) and exit status 1; the rerun resumes. For that
+line each worker notes what it is working on (:func:`note_work`, a file per worker in a
+private folder of the driver's, :data:`NOTES_ENV`).
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import signal
 import threading
 
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
+NOTES_ENV = "TOKENBEAM_WORKER_NOTES"  # the driver's folder where workers note their work
 # A --runner value Beam resolves by import: dataio/local_runner.py (this module is Beam-free).
 RUNNER = "dataio.local_runner.LocalRunner"
 _PR_SET_PDEATHSIG = 1
@@ -91,6 +99,48 @@ def guard_worker() -> bool:
     threading.Thread(target=_watch, args=(_driver_fd,), name="tokenbeam-driver-watch",
                      daemon=True).start()
     return True
+
+
+def note_work(what: str) -> None:
+    """In a local worker: ``what`` is the work item it starts on (e.g. ``reading a.jsonl bytes
+    0-1000``), for the driver's message should the worker die. A no-op elsewhere."""
+    folder = os.environ.get(NOTES_ENV)
+    if not folder:
+        return
+    path = os.path.join(folder, str(os.getpid()))
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            f.write(what)
+        os.replace(path + ".tmp", path)  # a kill mid-write leaves the previous note whole
+    except OSError:
+        pass  # the driver is gone (its folder with it): nothing to tell
+
+
+def noted_work(folder: str, pid: int) -> str | None:
+    """What worker ``pid`` last noted in ``folder`` (None: nothing yet)."""
+    try:
+        with open(os.path.join(folder, str(pid)), encoding="utf-8") as f:
+            return f.read() or None
+    except OSError:
+        return None
+
+
+def death_message(*, number: int, total: int, pid: int, status: int, last: str | None) -> str:
+    """The one line for a local worker that ended while the job ran (``status``: its exit
+    status, negative for a signal as ``subprocess`` gives it)."""
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = f"signal {-status}"
+        how = f"was killed by {name}" + (" (out of memory?)" if -status == signal.SIGKILL else "")
+    else:
+        how = f"exited with status {status}"
+    if last:  # one line, whatever the file name holds
+        last = "".join(c if c.isprintable() else repr(c)[1:-1] for c in last)
+    doing = f"its last work item: {last}" if last else "it had taken no work yet"
+    return (f"worker {number} of {total} (pid {pid}) {how}; {doing}; the other workers were "
+            "stopped; rerun the same command to resume")
 
 
 def usable_cores() -> int:

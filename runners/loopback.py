@@ -5,7 +5,8 @@ Why: with ``--flink_submit_uber_jar`` Beam's Python FlinkRunner stages the job's
 a gRPC server it starts in the driver on ``[::]:<port>`` (hard-coded; ``--artifact_port`` picks
 only the port), and only the driver itself ever connects to it (``localhost:<port>``). The
 launcher runs the pipeline driver through this module so that the server is not reachable from
-other machines while it lives. Only wildcard addresses are rewritten; an explicit host is kept.
+other machines while it lives. Only wildcard addresses are rewritten; an explicit host is kept
+(dataio/loopback.py, which ``--workers N`` runs use too).
 """
 
 from __future__ import annotations
@@ -14,33 +15,7 @@ import runpy
 import sys
 
 from dataio import errors
-
-_WILDCARDS = ("[::]:", "0.0.0.0:", "*:")
-
-
-def loopback_address(address: str) -> str:
-    """``[::]:123`` / ``0.0.0.0:123`` / ``*:123`` / ``:123`` -> ``127.0.0.1:123``; others unchanged."""
-    for prefix in _WILDCARDS:
-        if address.startswith(prefix):
-            return "127.0.0.1:" + address[len(prefix):]
-    if address.startswith(":"):
-        return "127.0.0.1" + address
-    return address
-
-
-def install() -> None:
-    """Make ``grpc.server(...)`` return servers whose wildcard ports bind to 127.0.0.1."""
-    import grpc
-
-    original = grpc.server
-
-    def server(*args, **kwargs):
-        srv = original(*args, **kwargs)
-        add = srv.add_insecure_port
-        srv.add_insecure_port = lambda address: add(loopback_address(address))
-        return srv
-
-    grpc.server = server
+from dataio.loopback import install
 
 
 def _main(argv) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from dataio import readers
+from dataio import readers, workers
 from transforms import coders  # noqa: F401 - registers the DocumentBatch coder
 from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, DocumentBatch,
                                   FailedShard, bad_record_error, read_documents)
@@ -22,6 +22,7 @@ class _ReadDocumentsFn(beam.DoFn):
             self._storage.apply()
 
     def process(self, item: readers.WorkItem):
+        workers.note_work(_describe(item))  # for the driver's line should this worker die
         try:
             for out in read_documents(item, self._keys, id_key=self._id_key,
                                       max_docs=self._max_docs, max_bytes=self._max_bytes):
@@ -33,6 +34,17 @@ class _ReadDocumentsFn(beam.DoFn):
                     yield out
         except (readers.CorruptFileError, OSError) as exc:
             yield beam.pvalue.TaggedOutput(FAILED_TAG, FailedShard(item.stem, str(exc)))
+
+
+def _describe(item: readers.WorkItem) -> str:
+    """``reading a.jsonl bytes 0-1000`` and the like: the work item, for a person."""
+    if item.row_groups:
+        where = f" row groups {item.row_groups[0]}-{item.row_groups[-1]}"
+    elif item.start or item.end is not None:
+        where = f" bytes {item.start}-{'end' if item.end is None else item.end}"
+    else:
+        where = ""
+    return f"reading {item.path}{where}"
 
 
 class ReadDocuments(beam.PTransform):
