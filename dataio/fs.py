@@ -306,6 +306,27 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     replace(fs, tmp, inner)
 
 
+def remove_atomic_leftovers(path: str) -> list[str]:
+    """Delete the temporaries a killed :func:`write_bytes_atomic` of local ``path`` left
+    (``.NAME.inprogress-*`` beside it); only the holder of the output's lock may call it, as no
+    other write of ``path`` can then be under way. Elsewhere nothing is left: returns []."""
+    if not is_local(path):
+        return []
+    local = os.path.abspath(path.removeprefix("file://"))
+    folder, name = os.path.split(local)
+    prefix = f".{name}.inprogress-"
+    try:
+        doomed = [os.path.join(folder, n) for n in os.listdir(folder) if n.startswith(prefix)]
+    except FileNotFoundError:
+        return []
+    for p in doomed:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    return doomed
+
+
 def write_text(path: str, text: str) -> None:
     """:func:`write_bytes_atomic` of ``text`` in UTF-8; ``-`` is stdout (a command's report or
     script printed instead of written)."""

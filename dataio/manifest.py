@@ -258,6 +258,8 @@ def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: d
                        "sequences": sum(x["sequences"] for x in committed),
                        "tokens": sum(x["tokens"] for x in committed)},
             **tail}
-    fsutil.write_bytes_atomic(fsutil.join(output, METADATA_FILE),
-                              json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
+    path = fsutil.join(output, METADATA_FILE)
+    # a run killed inside this write left its temporary: the run holding the lock now clears it
+    fsutil.remove_atomic_leftovers(path)
+    fsutil.write_bytes_atomic(path, json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
     return meta

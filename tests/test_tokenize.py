@@ -354,3 +354,15 @@ def test_rerun_removes_temporaries_of_redone_shards(corpus_dir, hf_tokenizer, tm
     unrelated.write_bytes(b"not ours")
     assert run_job(corpus_dir, out, hf_tokenizer) == 0
     assert not stale.exists() and unrelated.exists()
+
+
+def test_rerun_removes_a_killed_metadata_write(corpus_dir, hf_tokenizer, tmp_path):
+    """A kill inside metadata.json's atomic write leaves its temporary; the next run over the
+    output (here one with nothing to redo) clears it, so a resumed output holds no leftovers."""
+    out = tmp_path / "out"
+    assert run_job(corpus_dir, out, hf_tokenizer) == 0
+    left = out / ".metadata.json.inprogress-k1ll3d"
+    left.write_bytes(b'{"half": ')
+    assert run_job(corpus_dir, out, hf_tokenizer) == 0
+    assert not left.exists()
+    assert json.loads((out / "metadata.json").read_text())["totals"]["shards"] == 3
