@@ -116,7 +116,9 @@ def test_bad_records_are_counted_and_listed(hf_tokenizer, hf_encode, tmp_path):
     demo_good = [json.dumps({"text": f"doc {i}"}) for i in range(5)]
     (inp / "clean.jsonl").write_text("\n".join(demo_good) + "\n")
     out = tmp_path / "out"
-    assert run_job(inp, out, hf_tokenizer, "--append-eod", "--split-bytes", "64") == 0
+    # 6 of its 10 records are bad: more than --max-bad-fraction's default (0.1) allows
+    assert run_job(inp, out, hf_tokenizer, "--append-eod", "--split-bytes", "64",
+                   "--max-bad-fraction", "0.6") == 0
     errors = [json.loads(x) for x in (out / "_errors" / "mixed.jsonl").read_text().splitlines()]
     assert [e["line"] for e in errors] == [2, 3, 5, 6, 7, 8]
     reasons = " | ".join(e["reason"] for e in errors)
