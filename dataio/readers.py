@@ -522,6 +522,19 @@ def _read_block(f) -> bytes:
     return block
 
 
+def _lines_of(block: bytes) -> tuple[list[bytes], list[bytes] | None, int]:
+    """(the pieces of ``block`` between line ends, the line ends, or None when all are ``step``
+    bytes long, step). A block of one kind of line end is split at the speed of bytes.split."""
+    if b"\r" not in block:
+        return block.split(b"\n"), None, 1
+    if b"\n" not in block:
+        return block.split(b"\r"), None, 1
+    if block.count(b"\r\n") == block.count(b"\r") == block.count(b"\n"):
+        return block.split(b"\r\n"), None, 2
+    pieces = _SPLIT_LINES.split(block)
+    return pieces[0::2], pieces[1::2], 0
+
+
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
     """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
     that starts before ``end``, without their line ends (LF, CR LF or CR: see ``_LINE_END``).
@@ -556,18 +569,14 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
             offset += size + len(found.group())
             if line_no is not None:
                 line_no += 1
-        if b"\r" in block:  # line ends of one or two bytes
-            pieces = _SPLIT_LINES.split(block)
-            lines, ends = pieces[0::2], pieces[1::2]
-        else:  # the common case, at the speed of bytes.split
-            lines, ends = block.split(b"\n"), None
+        lines, ends, step = _lines_of(block)
         tail = lines.pop()
         pending = [tail] if tail else []
         for n, line in enumerate(lines):
             if end is not None and offset >= end:
                 return
             yield RawRecord(line, line_no, offset)
-            offset += len(line) + (1 if ends is None else len(ends[n]))
+            offset += len(line) + (step if ends is None else len(ends[n]))
             if line_no is not None:
                 line_no += 1
         del block, lines, ends
