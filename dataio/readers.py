@@ -20,10 +20,14 @@ FIFO, a device) before anything opens them, and reads a dataset folder named lik
 (Spark's ``t.parquet/`` of part files) as its part files. Planning samples of an input
 (:func:`sample_item`) are bounded in bytes, stored and decompressed.
 
+Lines end as in Python's text mode, which Megatron reads JSONL with (universal newlines): at a
+LF, a CR LF pair or a CR alone, so files with CR LF, CR-only or mixed line ends give the records
+Megatron gives. A range boundary never splits a CR LF pair into two line ends.
+
 Readers yield :class:`RawRecord`s: the bytes of one JSONL line (or the values of one Parquet
 row) with its line number and byte offset, for error reports. Line numbers are 1-based. For a
-range that does not start at 0 the line number is found by counting newlines before it, which is
-only done when a record of that range is reported as bad.
+range that does not start at 0 the line number is found by counting line ends before it, which
+is only done when a record of that range is reported as bad.
 """
 
 from __future__ import annotations
@@ -768,16 +772,17 @@ def _whole_lines_of_head(item: WorkItem) -> bytes:
 def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
     with fsutil.open_file(path, "rb") as f:
         if start > 0:
-            # The line containing byte start-1 belongs to the previous range; skip past it.
+            # The line containing byte start-1 belongs to the previous range; skip past its end
+            # (a CR LF pair whose LF is byte start belongs to it too: the next line starts after).
             f.seek(start - 1)
             skipped = 0
             while True:
-                block = f.read(1 << 16)
+                block = _read_block(f)
                 if not block:
                     return
-                nl = block.find(b"\n")
-                if nl >= 0:
-                    base = start - 1 + skipped + nl + 1
+                found = _LINE_END.search(block)
+                if found:
+                    base = start - 1 + skipped + found.end()
                     f.seek(base)
                     break
                 skipped += len(block)
@@ -789,9 +794,43 @@ def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRec
         yield from _split_lines(f, base=base, end=end, first_line=first_line)
 
 
+# What ends a line: Python's text mode (universal newlines), as Megatron reads JSONL: LF, CR LF,
+# or a CR alone. Not U+2028 or the other breaks that str.splitlines knows (file iteration does
+# not split there). In UTF-8 no multi-byte character holds the byte CR or LF, so the bytes can be
+# split before decoding.
+_LINE_END = re.compile(rb"\r\n?|\n")
+_SPLIT_LINES = re.compile(rb"(\r\n?|\n)")
+
+
+def _read_block(f) -> bytes:
+    """The next block of ``f``; it never ends between the CR and LF of one line end, so that
+    each block's CRs can be told apart (a CR alone ends a line, CR LF is one line end)."""
+    block = f.read(_BLOCK)
+    while block.endswith(b"\r"):
+        more = f.read(1)
+        if not more:
+            break
+        block += more
+    return block
+
+
+def _lines_of(block: bytes) -> tuple[list[bytes], list[bytes] | None, int]:
+    """(the pieces of ``block`` between line ends, the line ends, or None when all are ``step``
+    bytes long, step). A block of one kind of line end is split at the speed of bytes.split."""
+    if b"\r" not in block:
+        return block.split(b"\n"), None, 1
+    if b"\n" not in block:
+        return block.split(b"\r"), None, 1
+    if block.count(b"\r\n") == block.count(b"\r") == block.count(b"\n"):
+        return block.split(b"\r\n"), None, 2
+    pieces = _SPLIT_LINES.split(block)
+    return pieces[0::2], pieces[1::2], 0
+
+
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
     """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
-    that starts before ``end``. Line numbers count from ``first_line`` (None = unknown).
+    that starts before ``end``, without their line ends (LF, CR LF or CR: see ``_LINE_END``).
+    Line numbers count from ``first_line`` (None = unknown).
 
     A line longer than a block (one huge document) is gathered block by block and joined once:
     its peak is twice its size, and no copy of it is kept here once it is yielded, so it lives
@@ -801,16 +840,16 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
     line_no = first_line
     out: list[RawRecord] = []  # `yield out.pop()`: this frame holds no reference to the record
     while True:
-        block = f.read(_BLOCK)
+        block = _read_block(f)
         if not block:
             break
         if pending:
-            nl = block.find(b"\n")
-            if nl < 0:
+            found = _LINE_END.search(block)
+            if found is None:
                 pending.append(block)
                 continue
-            pending.append(block[:nl])
-            block = block[nl + 1:]
+            pending.append(block[:found.start()])
+            block = block[found.end():]
             line = b"".join(pending)
             pending = []
             if end is not None and offset >= end:
@@ -819,20 +858,20 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
             out.append(RawRecord(line, line_no, offset))
             del line
             yield out.pop()
-            offset += size + 1
+            offset += size + len(found.group())
             if line_no is not None:
                 line_no += 1
-        lines = block.split(b"\n")
+        lines, ends, step = _lines_of(block)
         tail = lines.pop()
         pending = [tail] if tail else []
-        for line in lines:
+        for n, line in enumerate(lines):
             if end is not None and offset >= end:
                 return
             yield RawRecord(line, line_no, offset)
-            offset += len(line) + 1
+            offset += len(line) + (step if ends is None else len(ends[n]))
             if line_no is not None:
                 line_no += 1
-        del block, lines
+        del block, lines, ends
     if pending and (end is None or offset < end):
         out.append(RawRecord(b"".join(pending), line_no, offset))
         pending = []
@@ -840,15 +879,20 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
 
 
 def line_number_at(path: str, offset: int) -> int:
-    """1-based number of the line starting at ``offset`` of an uncompressed file."""
+    """1-based number of the line starting at ``offset`` of an uncompressed file, counting lines
+    as :func:`_split_lines` does (a CR LF pair ends one line)."""
     count = 0
+    after_cr = False  # the block before ended with CR: a LF starting this one is of that pair
     with fsutil.open_file(path, "rb") as f:
         remaining = offset
         while remaining > 0:
             block = f.read(min(_BLOCK, remaining))
             if not block:
                 break
-            count += block.count(b"\n")
+            count += block.count(b"\n") + block.count(b"\r") - block.count(b"\r\n")
+            if after_cr and block.startswith(b"\n"):
+                count -= 1
+            after_cr = block.endswith(b"\r")
             remaining -= len(block)
     return count + 1
 

@@ -21,7 +21,11 @@ Protocol (the same on local disk and object stores):
    has ended commits nothing more (dataio/workers.py); on Azure, neither does one whose run
    lost the output's lease to another run: each record written and each stale file removed is
    preceded by a renewal of the lease (dataio/lock.py OutputGuard).
-5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files.
+5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files;
+   so does a shard whose input's records are too often bad (:class:`RecordTally`, combined per
+   shard beside the counts): every record bad, or more than ``max_bad_fraction`` of them. An
+   input of bad records only (a wrong ``--json-keys`` key, UTF-16, one pretty-printed JSON
+   document) must not commit an empty shard and exit 0.
 
 What was committed flows back through the pipeline: WriteShards returns a ShardResult per
 planned shard, and the figures of a run are Beam counters (namespace :data:`METRICS`: parts,
@@ -32,6 +36,7 @@ from the runner's result.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -53,7 +58,8 @@ from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, Sh
                              failure_record_path, is_committed, read_commit_record,
                              temporary_dir)
 
-__all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "METRICS", "ShardResult", "PartInfo",
+__all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalliesFn",
+           "too_many_bad", "METRICS", "ShardResult", "PartInfo",
            "COMMITS_DIR", "ERRORS_DIR", "FAILURES_DIR", "TEMPORARY_DIR", "commit_record_path",
            "errors_path", "failure_record_path", "is_committed", "read_commit_record",
            "temporary_dir"]
@@ -93,6 +99,66 @@ class SumCountsFn(beam.CombineFn):
         return acc
 
 
+@dataclasses.dataclass(frozen=True)
+class RecordTally:
+    """What one input's records came to: ``records`` read, ``bad`` of them (the parser's and
+    the tokenizer's bad records), and the first bad one in the file (smallest byte offset, or
+    row for Parquet): where it is and why. The reader tallies every input; the sink decides with
+    it whether the input's shards may be committed (:func:`too_many_bad`)."""
+
+    records: int = 0
+    bad: int = 0
+    stem: str = ""
+    file: str = ""
+    offset: int = -1  # of the first bad record; -1: none
+    where: str = ""  # the first bad record's "line N" (JSONL) or "row N" (Parquet)
+    reason: str = ""
+
+    def __add__(self, other: "RecordTally") -> "RecordTally":
+        first = self if other.offset < 0 or 0 <= self.offset <= other.offset else other
+        return dataclasses.replace(first, records=self.records + other.records,
+                                   bad=self.bad + other.bad, stem=self.stem or other.stem)
+
+
+class SumTalliesFn(beam.CombineFn):
+    """RecordTallies summed (the first bad record kept)."""
+
+    def create_accumulator(self):
+        return RecordTally()
+
+    def add_input(self, acc, tally):
+        return acc + tally
+
+    def merge_accumulators(self, accs):
+        total = RecordTally()
+        for acc in accs:
+            total = total + acc
+        return total
+
+    def extract_output(self, acc):
+        return acc
+
+
+def too_many_bad(tally: RecordTally, max_bad_fraction: float, *, output: str) -> str | None:
+    """Why an input's shards must fail rather than commit, or None: every record bad (unless
+    ``max_bad_fraction`` is 1), or more than ``max_bad_fraction`` of them."""
+    if not tally.bad:
+        return None
+    records = max(tally.records, tally.bad)
+    if tally.bad >= records and max_bad_fraction < 1:
+        what = f"every record is bad ({records} of {records})" if records > 1 else \
+            "its one record is bad"
+    elif tally.bad > max_bad_fraction * records:
+        what = (f"{tally.bad} of {records} records are bad ({tally.bad / records:.1%}, more "
+                f"than --max-bad-fraction {max_bad_fraction:g})")
+    else:
+        return None
+    where = tally.where or f"byte offset {tally.offset}"
+    listed = errors_path(output, tally.stem) if tally.stem else fsutil.join(output, ERRORS_DIR)
+    return (f"{tally.file}: {what}, listed in {listed}; the first, {where}: {tally.reason}. "
+            "Fix the input or the flags and rerun (--max-bad-fraction 1 commits what is good)")
+
+
 def _stop_if_driver_gone() -> None:
     if workers.driver_gone():
         # The driver was killed or interrupted and a rerun may own the output already: this
@@ -122,10 +188,12 @@ class _WritePartFn(beam.DoFn):
 
 
 class _FinalizeShardFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None):
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
+                 max_bad_fraction: float = 1.0):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
         self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
+        self._max_bad_fraction = max_bad_fraction
 
     def _still_ours(self) -> None:
         _stop_if_driver_gone()
@@ -146,6 +214,10 @@ class _FinalizeShardFn(beam.DoFn):
         parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
         counts, input_bytes = next(iter(grouped["counts"]), (Counts(), 0))
         failures = list(grouped["failed"])
+        tally = next(iter(grouped.get("records", ())), None)
+        too_bad = tally and too_many_bad(tally, self._max_bad_fraction, output=self._output)
+        if too_bad and not failures:
+            failures = [too_bad]
         parts_dir = fsutil.join(self._temporary, shard)
         workers.note_work(f"committing shard {shard}")  # for the driver, should this worker die
         _stop_if_driver_gone()
@@ -229,14 +301,18 @@ class WriteShards(beam.PTransform):
     ``failed``: PCollection of (shard, reason) for shards whose input could not be read.
     ``guard``: the output lock's :class:`dataio.lock.OutputGuard` (Azure), checked before
     every commit.
+    ``records``: PCollection of (shard, RecordTally) of the shard's input (any number per shard:
+    they are summed), or None; a shard whose input has too many bad records (:func:`too_many_bad`
+    with ``max_bad_fraction``) fails instead of committing.
     """
 
     def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = "",
-                 guard=None):
+                 guard=None, records=None, max_bad_fraction: float = 1.0):
         super().__init__()
         self._output, self._dtype = output, np.dtype(dtype).name
         self._planned, self._failed, self._storage = planned, failed, storage
         self._run_id, self._guard = run_id, guard
+        self._records, self._max_bad_fraction = records, max_bad_fraction
 
     def expand(self, token_batches):
         parts = token_batches | "WriteParts" >> beam.ParDo(
@@ -244,11 +320,15 @@ class WriteShards(beam.PTransform):
         counts = (parts | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
                   | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
         part_infos = parts | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
-        grouped = ({"planned": self._planned, "parts": part_infos, "counts": counts,
-                    "failed": self._failed} | "GatherParts" >> beam.CoGroupByKey())
+        gathered = {"planned": self._planned, "parts": part_infos, "counts": counts,
+                    "failed": self._failed}
+        if self._records is not None:
+            gathered["records"] = (self._records
+                                   | "TallyPerShard" >> beam.CombinePerKey(SumTalliesFn()))
+        grouped = gathered | "GatherParts" >> beam.CoGroupByKey()
         return grouped | "FinalizeShard" >> beam.ParDo(
             _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,
-                             self._guard))
+                             guard=self._guard, max_bad_fraction=self._max_bad_fraction))
 
 
 class _WriteErrorsFn(beam.DoFn):

@@ -15,7 +15,7 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, manifest, sink
+from dataio import errors, manifest, readers, sink
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
 from transforms import documents as docs
@@ -49,9 +49,21 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, job.config, shard_names=job.shard_names(), on_bad_record=io.on_bad_record,
         storage=storage)
+    # Each input's records, good and bad: the sink fails the shards of an input whose records
+    # are all bad, or too often (--max-bad-fraction), instead of committing them.
+    tallies = ((read["documents"] | "RecordsRead" >> beam.Map(
+                    lambda b: (b.stem, sink.RecordTally(records=len(b), stem=b.stem, file=b.path))),
+                read[docs.ERRORS_TAG] | "BadWhenRead" >> beam.Map(_bad_tally, read=True),
+                tokens[docs.ERRORS_TAG] | "BadWhenTokenized" >> beam.Map(_bad_tally, read=False))
+               | "AllRecords" >> beam.Flatten()
+               | "TallyPerInput" >> beam.CombinePerKey(sink.SumTalliesFn())
+               | "TallyOfShards" >> beam.FlatMap(
+                   lambda st, by_stem: [(s, st[1]) for s in by_stem.get(st[0], [])],
+                   by_stem=shards_of_stem))
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id, guard=job.guard)
+        run_id=job.run_id, guard=job.guard, records=tallies,
+        max_bad_fraction=job.config.max_bad_fraction)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
                       | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
@@ -62,6 +74,16 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                                             started=started, storage=storage),
                                   errors_written=beam.pvalue.AsList(errors_written)))
     return results
+
+
+def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
+    """(stem, RecordTally) of one bad record: a record of its own when the reader found it
+    bad; the tokenizer's were counted as records when they were read."""
+    stem, report = element
+    unit = "row" if report.file.lower().endswith(readers.PARQUET_SUFFIXES) else "line"
+    return stem, sink.RecordTally(records=1 if read else 0, bad=1, stem=stem, file=report.file,
+                                  offset=report.offset, where=f"{unit} {report.line}",
+                                  reason=report.reason)
 
 
 def figures(result) -> dict[str, int] | None:

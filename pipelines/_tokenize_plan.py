@@ -319,7 +319,8 @@ def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:
                           holdout_fraction=flags.holdout_fraction, id_key=flags.id_key,
                           splitter=flags.sentence_splitter, lang=flags.lang,
                           keep_newlines=flags.keep_newlines, dtype=dtype,
-                          log_interval=flags.log_interval)
+                          log_interval=flags.log_interval,
+                          max_bad_fraction=flags.max_bad_fraction)
 
 
 def refuse_other_settings(output: str, records: set[str], names: set[str], resume_key: dict,
@@ -377,26 +378,39 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
 
 # --- dry run -----------------------------------------------------------------------------------
 
-def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
-    """Documents and tokens extrapolated from the first ~1 MB of the file."""
-    if input_file.format in ("jsonl.gz", "jsonl.zst"):
-        return "compressed: not estimated"
+def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> tuple[str, str]:
+    """(documents and tokens extrapolated from the first ~1 MB of the file, what its sampled bad
+    records say: "" when none). A compressed file is not estimated, but its first records are
+    checked too (a --json-keys key they lack fails the run's shards)."""
+    compressed = input_file.format in ("jsonl.gz", "jsonl.zst")
     item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
     n_docs = n_bytes = n_tokens = 0
+    bad: list = []  # the sample's bad records (BadRecordReport)
     try:
         for out in _documents().read_documents(item, job.config.keys, max_docs=256):
             if isinstance(out, _documents().DocumentBatch):
                 n_docs += len(out)
                 n_bytes += out.num_bytes
-                for key in job.config.keys:
+                for key in job.config.keys if not compressed else ():
                     texts = [t if isinstance(t, str) else "".join(t) for t in out.texts[key]]
                     n_tokens += int(tokenizer.encode_batch(texts)[1].sum())
-            if n_docs >= 1000:
+            else:
+                bad.append(out)
+            if n_docs + len(bad) >= (256 if compressed else 1000):
                 break
     except readers.CorruptFileError as exc:
-        return f"unreadable: {exc}"
+        return f"unreadable: {exc}", ""
+    sampled = n_docs + len(bad)
+    bad_note = ""
+    if bad:
+        unit = "row" if input_file.format == "parquet" else "line"
+        share = f"all {sampled}" if not n_docs else f"{len(bad)} of {sampled}"
+        bad_note = (f"{share} sampled records are bad; the first ({unit} {bad[0].line}): "
+                    f"{bad[0].reason}")
+    if compressed:
+        return "compressed: not estimated", bad_note
     if not n_docs:
-        return "no documents in the sample"
+        return "no documents in the sample", bad_note
     if input_file.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -405,7 +419,7 @@ def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> str:
         scale = total_docs / n_docs
     else:
         scale = input_file.size / max(n_bytes, 1)
-    return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens"
+    return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens", bad_note
 
 
 def print_plan(job: Job, out=None) -> None:
@@ -420,8 +434,11 @@ def print_plan(job: Job, out=None) -> None:
     for stem, shards in by_stem:
         shards = list(shards)
         f = shards[0].input
-        estimate = _estimate(job, f, tokenizer) if not shards[0].skip else ""
+        estimate, bad_note = _estimate(job, f, tokenizer) if not shards[0].skip else ("", "")
         print(f"  {redact(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
+        if bad_note:
+            print(f"    bad records: {redact(bad_note)}", file=out)
+            _LOG.warning("%s: %s", redact(f.path), redact(bad_note))
         for s in shards:
             action = "skip" if s.skip else "write"
             # a shard it skips is shown as committed: its name carries the recorded counts

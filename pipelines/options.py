@@ -46,6 +46,12 @@ class InputOutputFlags:
         parser.add_argument("--on-bad-record", choices=["skip", "fail"], default="skip",
                             help="skip (default): leave bad records out, count them and list them "
                                  "in DIR/_errors/{stem}.jsonl; fail: stop at the first one")
+        parser.add_argument("--max-bad-fraction", type=float, default=0.1, metavar="F",
+                            help="with --on-bad-record skip: an input whose records are bad "
+                                 "for more than this fraction (default 0.1), or all bad, fails "
+                                 "its shards instead of committing them (exit 1, the first bad "
+                                 "record named); 0: any bad record fails them; 1: never (an "
+                                 "input of bad records only commits empty shards)")
         parser.add_argument("--overwrite", action="store_true",
                             help="redo every shard, even those already committed, and write "
                                  "into an output holding shards of another tokenizer or other "
@@ -80,6 +86,10 @@ class InputOutputFlags:
             raise OptionsError("--output is required: the folder for the shards")
         if not self.json_keys:
             raise OptionsError("--json-keys needs at least one key")
+        fraction = getattr(self, "max_bad_fraction", 0.1)  # reshard has no such flag
+        if fraction is None or not 0 <= fraction <= 1:
+            raise OptionsError(f"--max-bad-fraction {fraction}: give a fraction of the records "
+                               "from 0 to 1, e.g. 0.01")
 
 
 class TokenizerFlags:

@@ -88,6 +88,91 @@ def test_one_bad_file_fails_only_its_shards(case, hf_tokenizer, tmp_path, capfd)
         "bad_text_document": "failed", "good_text_document": "written"}
 
 
+# Inputs whose records are all bad (issue 23, item 7): each used to commit an empty shard and
+# exit 0 with nothing on stderr.
+def _wrong_key(path):
+    path.write_bytes(b"".join(json.dumps({"txt": r["text"]}).encode() + b"\n" for r in ROWS[:50]))
+
+
+def _utf16(path):
+    path.write_bytes(RAW[:4000].decode().encode("utf-16"))
+
+
+def _json_array(path):  # one pretty-printed JSON document, saved as .json
+    path.write_text(json.dumps(ROWS[:20], indent=2))
+
+
+def _binary_column(path):
+    pq.write_table(pa.table({"text": pa.array([r["text"].encode() for r in ROWS[:30]],
+                                              pa.binary())}), path)
+
+
+def _struct_column(path):
+    pq.write_table(pa.table({"text": pa.array([{"body": r["text"]} for r in ROWS[:30]])}), path)
+
+
+ALL_BAD = {
+    "wrong_key": ("bad.jsonl", _wrong_key, "line 1: missing key 'text' (keys present: txt); "
+                                           "set --json-keys"),
+    "utf16": ("bad.jsonl", _utf16, "line 1: invalid UTF-8 at byte 0 of the line; the file looks "
+                                   "like UTF-16"),
+    "json_array": ("bad.json", _json_array, "line 1: not valid JSON"),
+    "binary_column": ("bad.parquet", _binary_column, "row 1: value of key 'text' is not a string "
+                                                     "or list of strings (got bytes: a binary column"),
+    "struct_column": ("bad.parquet", _struct_column, "row 1: value of key 'text' is not a string "
+                                                     "or list of strings (got dict"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALL_BAD))
+def test_an_input_of_bad_records_only_fails_its_shards(case, hf_tokenizer, tmp_path, capfd):
+    """Every record bad: the input's shard fails (exit 1) with its first reason on stderr, in
+    one line naming the file and the line; the other input's shard commits. --max-bad-fraction
+    1 commits it, empty, as before."""
+    name, make, reason = ALL_BAD[case]
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "good.jsonl").write_bytes(RAW)
+    make(inp / name)
+    out = tmp_path / "out"
+    assert _run([inp], out, hf_tokenizer) == 1
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    failed = [line for line in err.splitlines() if line.startswith("error: FAILED ")]
+    assert len(failed) == 1, err
+    assert failed[0].startswith(f"error: FAILED bad_text_document: {inp / name}: every record is "
+                                "bad (") and reason in failed[0], failed[0]
+    assert str(out / "_errors" / "bad.jsonl") in failed[0]
+    if case == "json_array":
+        assert "not JSON Lines" in failed[0] and "jq -c" in failed[0]
+    assert len(_shards(out, "good")) == 2 and _shards(out, "bad") == []
+    assert reason in json.loads((out / "_failures" / "bad_text_document.json").read_text())["reason"]
+    meta = json.loads((out / "metadata.json").read_text())
+    assert {s["shard"]: s["status"] for s in meta["shards"]} == {
+        "bad_text_document": "failed", "good_text_document": "written"}
+    # the user says otherwise: committed, empty; the good shard is not redone
+    assert _run([inp], out, hf_tokenizer, "--max-bad-fraction", "1") == 0
+    assert "skip good_text_document" in capfd.readouterr().out
+    assert [n for n in _shards(out, "bad") if n.endswith(".idx")] == \
+        ["bad_text_document_dc=0_sc=0_tc=0.idx"]
+
+
+def test_dry_run_names_a_json_key_the_sampled_records_lack(hf_tokenizer, tmp_path, capfd):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "good.jsonl").write_bytes(RAW)
+    _wrong_key(inp / "bad.jsonl")
+    (inp / "badz.jsonl.gz").write_bytes(gzip.compress((inp / "bad.jsonl").read_bytes()))
+    assert _run([inp], tmp_path / "out", hf_tokenizer, "--dry-run") == 0
+    captured = capfd.readouterr()
+    assert "Traceback" not in captured.err
+    notes = [line.strip() for line in captured.out.splitlines() if "bad records:" in line]
+    assert notes == ["bad records: all 50 sampled records are bad; the first (line 1): missing "
+                     "key 'text' (keys present: txt); set --json-keys"] * 2, captured.out
+    assert f"warning: {inp / 'bad.jsonl'}: all 50 sampled records are bad" in captured.err
+    assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
+
+
 def test_dry_run_lists_a_truncated_parquet_file(hf_tokenizer, tmp_path, capfd):
     inp = tmp_path / "in"
     inp.mkdir()
@@ -101,7 +186,8 @@ def test_dry_run_lists_a_truncated_parquet_file(hf_tokenizer, tmp_path, capfd):
 
 def test_literal_path_with_brackets(hf_tokenizer, tmp_path, capfd):
     (tmp_path / "web[1].jsonl").write_bytes(RAW)
-    (tmp_path / "web1.jsonl").write_bytes(RAW[:100])  # what the glob [1] would match instead
+    # what the glob [1] would match instead (whole records: a cut one would fail its shard)
+    (tmp_path / "web1.jsonl").write_bytes(RAW[:RAW.index(b"\n", 100) + 1])
     folder = tmp_path / "part[2]"  # a folder with glob characters, too
     folder.mkdir()
     (folder / "more.jsonl").write_bytes(RAW)

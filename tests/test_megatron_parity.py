@@ -37,3 +37,27 @@ def test_identical_to_megatron_preprocess_data(tmp_path, variant, tokenizer, fla
     expected = read_pair(os.path.join(DATA, variant, "corpus_text_document"))
     assert read_pair(str(out / names[0])) == expected
     assert not (out / "_errors").exists()  # every record Megatron accepted is accepted
+
+
+@pytest.mark.parametrize("ends", ["cr", "crlf", "mixed"])
+def test_line_ends_as_megatron_reads_them(tmp_path, ends):
+    """CR-only, CR LF and mixed line ends (tests/data/megatron_preprocess/make_line_ends.py):
+    Megatron reads JSONL in Python's text mode, where each ends a line, and wrote the same
+    bytes for the three files; so must the job, also where a byte range starts between the CR
+    and the LF of one line end."""
+    name = f"line_ends_{ends}.jsonl"
+    shutil.copy(os.path.join(DATA, name), tmp_path / name)
+    data = (tmp_path / name).read_bytes()
+    crlf = data.find(b"\r\n")
+    split = crlf + 1 if crlf > 0 else 997  # the second range starts at the LF of a CR LF
+    out = tmp_path / "out"
+    argv = ["--input", str(tmp_path / name), "--output", str(out),
+            "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", os.path.join(DATA, "tokenizer"), "--json-keys", "text",
+            "--log-interval", "0", "--split-bytes", str(split), "--append-eod"]
+    assert tokenize.run(argv) == 0
+    names = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
+    assert len(names) == 1 and names[0].startswith(f"line_ends_{ends}_text_document_dc=130_")
+    expected = read_pair(os.path.join(DATA, "megatron_line_ends", "line_ends_text_document"))
+    assert read_pair(str(out / names[0])) == expected
+    assert not (out / "_errors").exists()

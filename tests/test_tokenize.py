@@ -116,7 +116,9 @@ def test_bad_records_are_counted_and_listed(hf_tokenizer, hf_encode, tmp_path):
     demo_good = [json.dumps({"text": f"doc {i}"}) for i in range(5)]
     (inp / "clean.jsonl").write_text("\n".join(demo_good) + "\n")
     out = tmp_path / "out"
-    assert run_job(inp, out, hf_tokenizer, "--append-eod", "--split-bytes", "64") == 0
+    # 6 of its 10 records are bad: more than --max-bad-fraction's default (0.1) allows
+    assert run_job(inp, out, hf_tokenizer, "--append-eod", "--split-bytes", "64",
+                   "--max-bad-fraction", "0.6") == 0
     errors = [json.loads(x) for x in (out / "_errors" / "mixed.jsonl").read_text().splitlines()]
     assert [e["line"] for e in errors] == [2, 3, 5, 6, 7, 8]
     reasons = " | ".join(e["reason"] for e in errors)
@@ -243,6 +245,28 @@ def test_multiple_keys_skip_empty_and_lists(hf_tokenizer, hf_encode, tmp_path):
     out2 = tmp_path / "out2"
     assert run_job(demo_path, out2, hf_tokenizer, "--append-eod", "--skip-empty") == 0
     assert indexed.IndexedDataset(committed(out2, "k")).document_count == 2
+
+
+def test_skip_empty_keeps_several_keys_aligned(hf_tokenizer, hf_encode, tmp_path):
+    """--skip-empty with several keys: a record empty under any key is left out of every key's
+    shard, so document i of each shard comes from the same record (as the README promises)."""
+    _, encode, eod = hf_encode
+    records = [{"text": "alpha beta", "title": "T1"}, {"text": "", "title": "T2"},
+               {"text": "gamma", "title": ""}, {"text": ["", ""], "title": "T4"},
+               {"text": "delta epsilon", "title": ["T5", ""]}, {"text": "", "title": ""},
+               {"text": "zeta", "title": "T7"}]
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "k.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    out = tmp_path / "out"
+    assert run_job(path, out, hf_tokenizer, "--append-eod", "--skip-empty", "--json-keys",
+                   "text", "title", "--batch-documents", "3") == 0
+    kept = [records[i] for i in (0, 4, 6)]
+    for key in ("text", "title"):
+        ref = str(tmp_path / f"ref_{key}")
+        reference_write(ref, megatron_documents([r[key] for r in kept], encode, eod=eod),
+                        np.uint16)
+        assert read_pair(committed(out, "k", key)) == read_pair(ref), key
 
 
 def test_eod_required_when_tokenizer_has_none(hf_tokenizer, tmp_path, capsys):

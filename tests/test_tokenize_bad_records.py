@@ -62,8 +62,13 @@ def test_parser_breaking_records_mid_file_are_bad_records(hf_tokenizer, hf_encod
     out = tmp_path / "out"
     capsys.readouterr()
     # --split-bytes: later ranges start mid-file, so their line numbers are worked out
+    # 5 of its 10 records are bad: more than --max-bad-fraction's default (0.1) fails it
     assert _run(tmp_path / "in", out, *_hf(hf_tokenizer), "--append-eod",
-                "--split-bytes", "30000") == 0
+                "--split-bytes", "30000") == 1
+    assert "5 of 10 records are bad (50.0%, more than --max-bad-fraction 0.1)" in \
+        capsys.readouterr().err
+    assert _run(tmp_path / "in", out, *_hf(hf_tokenizer), "--append-eod",
+                "--split-bytes", "30000", "--max-bad-fraction", "0.5") == 0
     errors = _errors(out, "nested")
     assert [e["line"] for e in errors] == [2, 4, 6, 7, 9]
     offsets = [sum(len(x) + 1 for x in lines[:i]) for i in range(len(lines))]
@@ -114,6 +119,49 @@ def test_a_document_the_tokenizer_rejects_is_left_out_of_every_key(tmp_path, cap
         assert read_pair(_shard(out, "ints", key)) == read_pair(ref), key
 
 
+def test_an_input_with_too_many_bad_records_fails_its_shards(tmp_path, capsys):
+    """--max-bad-fraction F: an input whose bad records (the parser's and the tokenizer's
+    alike) are more than F of its records fails every shard of it (all keys), naming the first;
+    F of them exactly, it commits. The flag is not in the resume key: a shard it let through is
+    not redone when it changes."""
+    records = [{"text": f"{i % 90} {i % 7}", "title": str(i % 50)} for i in range(100)]
+    lines = [json.dumps(r) for r in records]
+    for i in (12, 30, 31, 50, 70, 90):  # 6 the parser rejects
+        lines[i] = '{"text": "1 2", broken'
+    for i in (3, 40, 41, 60):  # 4 the tokenizer rejects (NullTokenizer: integers only)
+        lines[i] = json.dumps({"text": "5 six", "title": "1"})
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "ints.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "in" / "fine.jsonl").write_text(json.dumps({"text": "1", "title": "2"}) + "\n")
+    out = tmp_path / "out"
+    flags = ["--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--json-keys", "text",
+             "title", "--batch-documents", "16", "--split-bytes", "1000"]
+    capsys.readouterr()
+    assert _run(tmp_path / "in", out, *flags) == 0  # 10 of 100: not more than 0.1
+    assert _summary_bad_records(capsys.readouterr().out) == 10
+    lines[80] = "not json"
+    (tmp_path / "in" / "ints.jsonl").write_text("\n".join(lines) + "\n")
+    assert _run(tmp_path / "in", out, *flags) == 1  # 11 of 100
+    err = capsys.readouterr().err
+    failed = sorted(line for line in err.splitlines() if line.startswith("error: FAILED "))
+    assert [line.split(":")[1].strip() for line in failed] == ["FAILED ints_text_document",
+                                                               "FAILED ints_title_document"]
+    assert "ints.jsonl: 11 of 100 records are bad (11.0%, more than --max-bad-fraction 0.1), " \
+           f"listed in {out / '_errors' / 'ints.jsonl'}; the first, line 4: the tokenizer " \
+           "failed on key 'text'" in failed[0], failed[0]
+    assert _run(tmp_path / "in", out, *flags, "--max-bad-fraction", "0.2") == 0
+    assert _summary_bad_records(capsys.readouterr().out) == 11
+    assert len([n for n in os.listdir(out) if n.startswith("ints_") and n.endswith(".idx")]) == 2
+    # committed: a stricter fraction does not redo it; an input with one bad record fails at 0
+    assert _run(tmp_path / "in", out, *flags, "--max-bad-fraction", "0") == 0
+    assert "skip ints_text_document" in capsys.readouterr().out
+    (tmp_path / "in" / "fine.jsonl").write_text('{"text": "1", "title": "2"}\n{"text": 3}\n')
+    assert _run(tmp_path / "in", out, *flags, "--max-bad-fraction", "0") == 1
+    assert "FAILED fine_text_document: " in capsys.readouterr().err
+    assert _run(tmp_path / "in", out, *flags, "--max-bad-fraction", "1.5") == 2
+    assert "--max-bad-fraction 1.5: give a fraction" in capsys.readouterr().err
+
+
 def test_on_bad_record_fail_stops_at_a_document_the_tokenizer_rejects(tmp_path, capsys):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "x.jsonl").write_text('{"text": "1 2"}\n{"text": "3"}\n{"text": "4 x"}\n')
@@ -154,8 +202,9 @@ def test_a_document_the_splitter_raises_on_is_a_bad_record(hf_tokenizer, hf_enco
     (tmp_path / "in" / "s.jsonl").write_text("".join(json.dumps({"text": t}) + "\n"
                                                      for t in texts))
     out = tmp_path / "out"
+    # one of its three records is bad: more than the default --max-bad-fraction (0.1)
     assert _run(tmp_path / "in", out, *_hf(hf_tokenizer), "--append-eod",
-                "--split-sentences") == 0
+                "--split-sentences", "--max-bad-fraction", "0.5") == 0
     errors = _errors(out, "s")
     assert [e["line"] for e in errors] == [2]
     assert "sentence splitter failed on key 'text' (RecursionError" in errors[0]["reason"]

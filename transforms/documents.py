@@ -47,7 +47,7 @@ def _check_text(value, key: str, *, surrogates_possible: bool = True) -> str | l
         raise BadRecord(f"key {key!r} is missing or null")
     else:
         raise BadRecord(f"value of key {key!r} is not a string or list of strings "
-                        f"(got {type(value).__name__})")
+                        f"(got {type(value).__name__}{_NOT_TEXT.get(type(value), '')})")
     for t in texts if surrogates_possible else ():
         try:
             t.encode("utf-8")
@@ -57,8 +57,38 @@ def _check_text(value, key: str, *, surrogates_possible: bool = True) -> str | l
     return value
 
 
+# What a value of each type says about the input, for the reason of a bad record.
+_NOT_TEXT = {
+    bytes: ": a binary column; store the text as a string (UTF-8) column",
+    dict: ": an object, or a Parquet struct column; name a key or column that holds the text",
+}
+
+
+def _not_json_lines(line: bytes) -> str:
+    """What is wrong with the whole file, as far as one unparsable line shows it ("" if
+    nothing): UTF-16 text, or one (pretty-printed) JSON document rather than JSON Lines."""
+    if line.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in line[:64]:
+        return ("; the file looks like UTF-16 (a byte-order mark or NUL bytes), not UTF-8: "
+                "convert it, e.g. iconv -f UTF-16 -t UTF-8")
+    if line.strip() in (b"[", b"{"):
+        return ("; the file looks like one (pretty-printed) JSON document, not JSON Lines (one "
+                "object per line): convert it, e.g. jq -c '.[]'")
+    return ""
+
+
 def parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[str]]:
     """The value (string or list of strings) of each key in one JSONL line; raises BadRecord."""
+    try:
+        return _parse_json_line(line, keys)
+    except BadRecord as exc:
+        hint = _not_json_lines(line) if str(exc).startswith(("not valid JSON", "invalid UTF-8")) \
+            else ""
+        if not hint:
+            raise
+        raise BadRecord(f"{exc}{hint}") from None
+
+
+def _parse_json_line(line: bytes, keys: Sequence[str]) -> dict[str, str | list[str]]:
     if not line.strip():
         raise BadRecord("blank line")
     surrogates_possible = False

@@ -5,7 +5,8 @@ level), its sentences (``--split-sentences``), or the list it already is. Every 
 tokenized; empty segments are dropped; each remaining segment is one sequence. With
 ``append_eod`` the EOD id is appended to the last sequence of every non-empty document. A
 document with no sequence stays an empty document (a repeated document index) unless
-``skip_empty``. With a holdout fraction, documents whose stable id hash falls below it go to the
+``skip_empty``: then a record empty under any key is left out of every key's shard (the shards
+stay aligned, and none holds an empty document). With a holdout fraction, documents whose stable id hash falls below it go to the
 holdout shard (``holdout/{name}``) instead.
 
 All of it is vectorised per batch (:func:`assemble`): one tokenizer call per batch and key,
@@ -118,6 +119,17 @@ def _select(tokens, lengths, per_doc, mask):
     seq_mask = mask[seq_doc]
     tok_mask = np.repeat(seq_mask, lengths)
     return tokens[tok_mask], lengths[seq_mask], per_doc[mask]
+
+
+def documents_with_tokens(encoded, num_docs: int) -> np.ndarray:
+    """``--skip-empty`` with any number of keys: True for each document that has a token under
+    every key. ``encoded``: each key's (ids, segment_lengths, segment_doc). A record empty under
+    one key is dropped from every key's shard, so the keys' shards stay aligned document by
+    document and none holds an empty document."""
+    keep = np.ones(num_docs, dtype=bool)
+    for _, segment_lengths, segment_doc in encoded:
+        keep &= np.bincount(segment_doc[segment_lengths > 0], minlength=num_docs) > 0
+    return keep
 
 
 def drop_documents(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarray,
@@ -243,10 +255,16 @@ class _TokenizeFn(beam.DoFn):
             if not num_docs:
                 self._progress(len(batch), batch.num_bytes)
                 return
+        if cfg.skip_empty:
+            # Left out of every key's shard alike, so that document i of each comes from one record.
+            keep = documents_with_tokens(encoded.values(), num_docs)
+            if not keep.all():
+                encoded = {key: drop_documents(*encoded[key], keep) for key in cfg.keys}
+                hold, num_docs = hold[keep], int(keep.sum())
         for key in cfg.keys:
             ids, seg_lengths, seg_doc = encoded.pop(key)
             tokens, lengths, per_doc, kept = assemble(
-                ids, seg_lengths, seg_doc, num_docs, eod=self._eod, skip_empty=cfg.skip_empty)
+                ids, seg_lengths, seg_doc, num_docs, eod=self._eod, skip_empty=False)
             name = self._shard_names[batch.stem, key, False]
             if hold.any():
                 kept_hold = hold[kept]

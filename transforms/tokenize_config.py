@@ -31,6 +31,9 @@ class TokenizeConfig:
     keep_newlines: bool = _field(False, resume="sentence")
     dtype: str = ""  # of the token ids on disk (numpy's name); "" until the planner decides
     log_interval: int = _field(10_000, resume=False)
+    # An input whose records are bad beyond it fails its shards (dataio/sink.py too_many_bad);
+    # it decides whether a shard is committed, never what a committed shard holds.
+    max_bad_fraction: float = _field(0.1, resume=False)
     # transforms.progress.ProgressPlan: the driver's planned bytes and workers, for progress lines
     progress: object = _field(None, resume=False)
 

@@ -193,6 +193,69 @@ def test_sum_counts_of_nothing_is_zero():
         (Counts(), 0)
 
 
+# --- bad records: the tally of an input's records, and when it fails the input's shards ------
+
+def _bad(offset, records=1):
+    return sink.RecordTally(records=records, bad=1, stem="x", file="/in/x.jsonl", offset=offset,
+                            where=f"line {offset + 1}", reason=f"reason {offset}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(offsets=st.lists(st.integers(0, 1000), max_size=10), good=st.integers(0, 50),
+       order=st.randoms(use_true_random=False))
+def test_sum_tallies_keeps_the_first_bad_record_whatever_the_order(offsets, good, order):
+    tallies = [_bad(o) for o in offsets] + [sink.RecordTally(records=1, stem="x")] * good
+    order.shuffle(tallies)
+    fn = sink.SumTalliesFn()
+    half = len(tallies) // 2
+    accs = [fn.create_accumulator(), fn.create_accumulator()]
+    for t in tallies[:half]:
+        accs[0] = fn.add_input(accs[0], t)
+    for t in tallies[half:]:
+        accs[1] = fn.add_input(accs[1], t)
+    total = fn.extract_output(fn.merge_accumulators(accs[::-1]))
+    assert (total.records, total.bad) == (len(offsets) + good, len(offsets))
+    assert total.reason == (f"reason {min(offsets)}" if offsets else "")
+    assert total.where == (f"line {min(offsets) + 1}" if offsets else "")
+
+
+@pytest.mark.parametrize("records, bad, fraction, fails", [
+    (10, 0, 0.0, False), (10, 1, 0.1, False), (10, 2, 0.1, True), (10, 1, 0.0, True),
+    (10, 10, 0.99, True), (10, 10, 1.0, False), (10, 9, 1.0, False), (1, 1, 0.5, True),
+    (0, 0, 0.1, False)])
+def test_too_many_bad(records, bad, fraction, fails):
+    tally = sink.RecordTally(records=records, bad=bad, stem="x", file="/in/x.jsonl", offset=0,
+                             where="line 3", reason="missing key 'text'; set --json-keys")
+    reason = sink.too_many_bad(tally, fraction, output="/out")
+    assert (reason is not None) == fails
+    if fails:
+        assert reason.startswith("/in/x.jsonl: ") and "/out/_errors/x.jsonl" in reason
+        assert "the first, line 3: missing key 'text'; set --json-keys" in reason
+        assert ("every record is bad" in reason or "its one record" in reason) == (bad == records)
+
+
+def test_write_shards_fails_the_shards_of_an_input_of_bad_records(tmp_path, make_pipeline):
+    out = str(tmp_path / "out")
+    x, y = "x_text_document", "y_text_document"
+    with make_pipeline() as p:
+        planned = p | "Planned" >> beam.Create([(x, "fp"), (y, "fp")])
+        failed = p | "Failed" >> beam.Create([])
+        records = p | "Records" >> beam.Create([(x, _bad(5)), (x, _bad(2)),
+                                                (y, sink.RecordTally(records=3, stem="y")),
+                                                (y, _bad(9, records=0))])
+        batches = p | "Batches" >> beam.Create([token_batch(y, 0, 0, DOCS_A)])
+        results = batches | sink.WriteShards(out, dtype="uint16", planned=planned, failed=failed,
+                                             run_id=RUN, records=records, max_bad_fraction=0.5)
+        assert_that(results | beam.Map(lambda r: (r.shard, r.name, r.failed)), equal_to([
+            (x, None, "/in/x.jsonl: every record is bad (2 of 2), listed in "
+                      f"{out}/_errors/x.jsonl; the first, line 3: reason 2. Fix the input or the "
+                      "flags and rerun (--max-bad-fraction 1 commits what is good)"),
+            (y, "y_text_document_dc=3_sc=3_tc=6", None)]))  # 1 of 3 bad: not more than half
+    assert sink.read_commit_record(out, x) is None
+    assert json.loads(open(sink.failure_record_path(out, x)).read())["reason"].startswith(
+        "/in/x.jsonl: every record is bad")
+
+
 # --- the part writer -----------------------------------------------------------------------------
 
 def test_part_names_are_deterministic_so_a_retry_overwrites_its_own_part(tmp_path):
@@ -346,7 +409,8 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
 
     fn = make(str(tmp_path), azure_storage_plan)
     # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids)
-    assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard"}
+    assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard",
+                             "_max_bad_fraction"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)

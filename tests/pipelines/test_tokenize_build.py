@@ -25,7 +25,7 @@ def job(tmp_path, write_jsonl):
     write_jsonl("in/b.jsonl", [{"text": "5 6"}])
     argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
             "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--append-eod",
-            "--log-interval", "0"]
+            "--log-interval", "0", "--max-bad-fraction", "0.5"]  # a.jsonl: 1 of 3 is bad
     planned = tokenize.plan(opts.parse(argv))
     planned.run_id = RUN
     return planned, argv

@@ -1,6 +1,7 @@
 """Pure functions of the tokenize job: record parsing, byte ranges, assembly, holdout hashing."""
 
 import gzip
+import io
 import json
 
 import numpy as np
@@ -61,6 +62,47 @@ def test_ranges_yield_every_line_once(tmp_path_factory, lines, split, trailing_n
     for r in got:  # line numbers, resolved lazily for ranges not starting at 0
         line = r.line if r.line is not None else readers.line_number_at(str(path), r.offset)
         assert line == expected.index(r.data, 0) + 1 or expected[line - 1] == r.data
+
+
+def _text_mode_lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` as Python's text mode reads them (Megatron's ``open(path, "r")``:
+    universal newlines), without their line ends. latin-1 maps each byte to one character, and
+    UTF-8 holds CR and LF bytes only as those characters, so byte and text splits agree."""
+    text = io.TextIOWrapper(io.BytesIO(data), encoding="latin-1", newline=None)
+    return [line.removesuffix("\n").encode("latin-1") for line in text]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(st.sampled_from([b"a", b"\xc3\xa9", b"{}", b"\n", b"\r", b"\r\n"]),
+                       max_size=40),
+       split=st.integers(1, 12), block=st.integers(1, 9))
+def test_cr_crlf_and_mixed_line_ends_read_as_python_text_mode(tmp_path_factory, pieces, split,
+                                                              block):
+    """Every line once, as Python's text mode splits them (a CR alone ends a line; CR LF is one
+    line end, also where a range or block boundary falls between the CR and the LF), with its
+    byte offset and the line number text mode gives it."""
+    data = b"".join(pieces)
+    path = tmp_path_factory.mktemp("r") / "f.jsonl"
+    path.write_bytes(data)
+    want = _text_mode_lines(data)
+    old = readers._BLOCK
+    readers._BLOCK = block
+    try:
+        got = []
+        for item in readers.plan_items([readers.InputFile(str(path), len(data), "x")],
+                                       split_bytes=split):
+            got.extend(readers.read_jsonl(item))
+        assert [r.data for r in got] == want
+        for n, r in enumerate(got, start=1):
+            assert data[r.offset:r.offset + len(r.data)] == r.data
+            assert (r.line or readers.line_number_at(str(path), r.offset)) == n
+        path.with_suffix(".jsonl.gz").write_bytes(gzip.compress(data))
+        whole = readers.WorkItem(path=str(path.with_suffix(".jsonl.gz")), stem="f",
+                                 format="jsonl.gz", index=0)
+        assert [(r.data, r.line) for r in readers.read_jsonl(whole)] == \
+            [(line, n) for n, line in enumerate(want, start=1)]
+    finally:
+        readers._BLOCK = old
 
 
 def test_stems_and_formats():

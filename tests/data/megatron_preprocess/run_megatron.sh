@@ -66,3 +66,24 @@ if [ -n "${TRANSFORMERS4_PATH:-}" ]; then
     rm -rf "${here:?}/megatron_bos_include_special_tf4"
   fi
 fi
+
+# Line ends (make_line_ends.py writes the inputs): the same 130 records with CR, CR LF and mixed
+# line ends. Megatron reads them in Python's text mode, so the three outputs must be one and the
+# same: stored once, in megatron_line_ends/.
+rm -rf "${here:?}/megatron_line_ends"
+for ends in cr crlf mixed; do
+  mkdir -p "$work/line_ends_$ends"
+  PYTHONPATH="$MEGATRON_LM" "$MEGATRON_PYTHON" -W ignore "$MEGATRON_LM/tools/preprocess_data.py" \
+    --input "$here/line_ends_$ends.jsonl" --output-prefix "$work/line_ends_$ends/line_ends" \
+    --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$here/tokenizer" \
+    --json-keys text --append-eod --workers 1 > "$work/line_ends_$ends.log" 2>&1 \
+    || { cat "$work/line_ends_$ends.log"; exit 1; }
+  for ext in bin idx; do
+    cmp "$work/line_ends_cr/line_ends_text_document.$ext" \
+      "$work/line_ends_$ends/line_ends_text_document.$ext"
+  done
+done
+mkdir -p "$here/megatron_line_ends"
+cp "$work/line_ends_cr/line_ends_text_document.bin" "$work/line_ends_cr/line_ends_text_document.idx" \
+  "$here/megatron_line_ends/"
+echo "megatron_line_ends: stored (cr, crlf and mixed identical)"
