@@ -246,6 +246,11 @@ def _hard_exit(signum: int) -> None:
     if not _reported.is_set():
         _reported.set()
         print(Interrupted(signum), file=sys.stderr, flush=True)
+    _exit_now(128 + signum)
+
+
+def _exit_now(status: int) -> None:
+    """Give back what must be given back (the output's lock, a lease), flush stdout, exit."""
     for callback in list(_at_exit):
         try:
             callback()
@@ -255,7 +260,7 @@ def _hard_exit(signum: int) -> None:
         sys.stdout.flush()
     except Exception:  # noqa: BLE001
         pass
-    os._exit(128 + signum)
+    os._exit(status)
 
 
 _ending = threading.Event()  # a thread is about to call end_run(): main() reports nothing else
@@ -283,16 +288,7 @@ def end_run(message: str, status: int = EXIT_FAILED) -> None:
         return
     _reported.set()
     print(f"error: {redact(message)}", file=sys.stderr, flush=True)
-    for callback in list(_at_exit):
-        try:
-            callback()
-        except Exception:  # noqa: BLE001 - best effort on the way out
-            pass
-    try:
-        sys.stdout.flush()
-    except Exception:  # noqa: BLE001
-        pass
-    os._exit(status)
+    _exit_now(status)
 
 
 def _on_signal(signum, frame):
