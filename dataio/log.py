@@ -8,7 +8,8 @@ configures two things:
   the process's current ``sys.stderr`` (tests replace it) one line per message: the message as
   it is at INFO, prefixed ``warning:`` / ``debug:`` otherwise, as ``dataio.errors.main`` prefixes
   ``error:``; what a message puts into its text (``%s`` arguments: paths, names) is shown with
-  its control characters escaped (:func:`dataio.naming.printable`);
+  its control characters escaped (:func:`dataio.naming.printable`, applied by the redacting
+  filter of :mod:`dataio.redact`, which every record of the log passes);
 * the root logger, where Beam, gRPC and the rest log: at ``debug`` their INFO and up, as
   ``LEVEL logger: message``; at any other level nothing. Beam's start-up lines (``apitools not
   found`` at import, the SDK harness's INFO lines) are noise to someone tokenizing a corpus;
@@ -22,11 +23,8 @@ machine that was not given it logs at INFO.
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import sys
-
-from dataio.naming import printable
 
 LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_LEVEL = "info"
@@ -47,29 +45,6 @@ class _CurrentStderr(logging.StreamHandler):
     @stream.setter
     def stream(self, _value):
         pass  # always the current sys.stderr
-
-
-def _escaped(value):
-    """A message argument as it may be printed: text (a path, a name, an error's message) with
-    its control characters escaped (:func:`dataio.naming.printable`); numbers as they are."""
-    if value is None or isinstance(value, numbers.Number):
-        return value
-    return printable(str(value))
-
-
-class _EscapeArguments(logging.Filter):
-    """The message's own text (the format string, tokenbeam's) keeps its structure; what is put
-    into it (``%s`` arguments: paths, names, other libraries' messages) has its control
-    characters escaped, so that no file or folder name can end the line early, forge another,
-    or send a terminal escape. A filter of the handler, ahead of the redacting one (which
-    merges the arguments into the message)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if args:
-            record.args = ({k: _escaped(v) for k, v in args.items()} if isinstance(args, dict)
-                           else tuple(_escaped(v) for v in args))
-        return True
 
 
 class _OwnFormat(logging.Formatter):
@@ -117,7 +92,6 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
     own.propagate = False  # never through Beam's handlers (a worker's would relay it)
     handler = _CurrentStderr()
     handler.setFormatter(_OwnFormat("%(message)s"))
-    handler.addFilter(_EscapeArguments())  # before the redacting filter, which merges arguments
     _replace_own_handlers(own, handler)
     from dataio.redact import install_logging_filter  # secrets never reach a log line
 
