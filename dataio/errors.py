@@ -380,5 +380,9 @@ def _report(exc: BaseException) -> int:
         return _report_interrupt(_fired[0])
     print(f"error: unexpected {type(exc).__name__} (a bug; please report it with the "
           "traceback below)", file=sys.stderr)
-    print(redact("".join(traceback.format_exception(exc))), file=sys.stderr, end="", flush=True)
+    from dataio.naming import printable
+
+    text = redact("".join(traceback.format_exception(exc)))  # its lines, no escape sequence
+    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr, end="",
+          flush=True)
     return EXIT_FAILED

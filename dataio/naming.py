@@ -65,17 +65,24 @@ def refuse_control_characters(name: str, *, where: str) -> str:
     return name
 
 
+def refuse_not_utf8(path: str) -> str:
+    """``path`` (an input), or :class:`UnsafeNameError` when its name is not valid UTF-8 (a
+    Linux file name holds any bytes), which no shard name, record or message can carry."""
+    found = _NOT_UTF8.search(path)
+    if found:
+        raise UnsafeNameError(
+            f"input {printable(path)}: the name is not valid UTF-8 (shown "
+            f"{printable(found.group())}), which tokenbeam cannot carry into shard names and "
+            "records; rename it in UTF-8 (e.g. convmv -f latin1 -t utf8 --notest NAME)")
+    return path
+
+
 def base_name(stem: str, key: str, level: str, *, source: str | None = None) -> str:
     """``{stem}_{key}_{level}``; raises :class:`UnsafeNameError` naming ``source`` (the input
     file the stem comes from) when the name would hold a control character."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    found = _NOT_UTF8.search(source or stem)
-    if found:
-        raise UnsafeNameError(
-            f"input {printable(source or stem)}: the name is not valid UTF-8 (shown "
-            f"{printable(found.group())}), which tokenbeam cannot carry into shard names and "
-            "records; rename it in UTF-8 (e.g. convmv -f latin1 -t utf8 --notest NAME)")
+    refuse_not_utf8(source or stem)
     where = f"input {source or stem}" if _CONTROL.search(stem) else f"--json-keys {key}"
     return refuse_control_characters(f"{stem}_{key}_{level}", where=where)
 

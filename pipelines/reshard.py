@@ -36,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, readers
+from dataio import jsonl_sink, naming, readers
 from pipelines import options as opts
 from transforms import reshard as rs
 
@@ -111,6 +111,7 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
     for found in readers.find_inputs(io.input, skip_unsupported=True):
+        naming.refuse_not_utf8(found.path)
         fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=found.path, format=found.format, size=found.size,
                                  fields=tuple(sorted(fields.items())), error=found.error))

@@ -14,7 +14,7 @@ import pytest
 
 from dataio import errors, indexed, log, naming
 from dataio import redact as redact_mod
-from pipelines import count, merge, tokenize
+from pipelines import count, merge, reshard, tokenize
 
 ROWS = b"".join(json.dumps({"text": f"document {i} " + "word " * i}).encode() + b"\n"
                 for i in range(20))
@@ -116,6 +116,32 @@ def test_an_input_name_that_is_not_utf8_is_refused_at_planning(hf_tokenizer, tmp
     assert lines[0].startswith(f"error: input {inp}/caf\\udce9.jsonl: the name is not valid UTF-8")
     assert "rename" in lines[0]
     assert not out.exists() or not list(out.rglob("*.bin"))
+
+
+@pytest.mark.slow
+def test_reshard_refuses_an_input_name_that_is_not_utf8(tmp_path, capfd):
+    inp = tmp_path / "in"
+    inp.mkdir()
+    (inp / "en.jsonl").write_bytes(ROWS)
+    with open(os.path.join(os.fsencode(inp), b"caf\xe9.jsonl"), "wb") as f:
+        f.write(ROWS)
+    out = tmp_path / "out"
+    code = reshard.run([f"--input={inp}", f"--output={out}", "--language", "en", "--domain",
+                        "web", "--subdomain", "x", "--target-size", "20KB"])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert err.startswith(f"error: input {inp}/caf\\udce9.jsonl: the name is not valid UTF-8")
+    assert err.count("\n") == 1 and not out.exists(), err
+
+
+def test_a_bugs_traceback_sends_no_escape(capsys):
+    def command(argv):
+        raise KeyError("/in/x\x1b[2J\x1b]0;title\x07")
+
+    assert errors.main(command, []) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: unexpected KeyError (a bug") and "Traceback" in err
+    assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J" in err
 
 
 def _dataset(prefix):
