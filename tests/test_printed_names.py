@@ -136,11 +136,11 @@ def test_reshard_refuses_an_input_name_that_is_not_utf8(tmp_path, capfd):
 
 def test_a_bugs_traceback_sends_no_escape(capsys):
     def command(argv):
-        raise KeyError("/in/x\x1b[2J\x1b]0;title\x07")
+        raise RuntimeError("/in/x\x1b[2J\x1b]0;title\x07")
 
     assert errors.main(command, []) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: unexpected KeyError (a bug") and "Traceback" in err
+    assert err.startswith("error: unexpected RuntimeError (a bug") and "Traceback" in err
     assert "\x1b" not in err and "\x07" not in err and "\\x1b[2J" in err
 
 
