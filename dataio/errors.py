@@ -6,7 +6,8 @@ configuration (a flag, a path that cannot be used); 130 / 143 interrupted by SIG
 
 A failure anyone can foresee prints one line, ``error: ...``, naming the file and the fix, and
 no traceback; the names in it are shown with their control characters escaped
-(:func:`dataio.naming.printable`), so that the line stays one line whatever a file is called. Anything else is a bug: one summary line, then its traceback, once.
+(:func:`dataio.naming.printable`), so that the line stays one line whatever a file is called.
+Anything else is a bug: one summary line, then its traceback, once.
 
 Errors raised inside Beam workers do not arrive as themselves: the in-process runner re-raises
 them with `` [while running 'Step']`` appended, the multi-process runner as a RuntimeError whose

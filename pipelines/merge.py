@@ -125,7 +125,8 @@ def _run(argv) -> int:
                                       overwrite=args.overwrite)
     except FileNotFoundError as exc:  # an input removed after it was found
         raise MergeError(str(exc)) from None
-    print(f"merged {len(prefixes)} datasets -> {naming.printable(final)} (documents={total.documents} "
+    print(f"merged {len(prefixes)} datasets -> {naming.printable(final)} "
+          f"(documents={total.documents} "
           f"sequences={total.sequences} tokens={total.tokens})")
     return 0
 
