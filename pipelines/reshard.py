@@ -135,7 +135,7 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
     else:
         settled = jsonl_sink.recover(output)
     if settled:
-        print(settled, file=sys.stderr, flush=True)
+        print(naming.printable(settled), file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
@@ -181,7 +181,7 @@ def print_plan(job: ReshardJob, out=None) -> None:
         print(f"  {first}: {len(sources)} input(s), {sum(s.size for s in sources)} bytes on "
               f"storage, {estimate}", file=out)
         for s in sources:
-            print(f"    {s.path} ({s.format}, {s.size} bytes)", file=out)
+            print(f"    {naming.printable(s.path)} ({s.format}, {s.size} bytes)", file=out)
     if job.plan.stale:
         print(f"  --overwrite: {len(job.plan.stale)} earlier shard(s) will be replaced", file=out)
 
@@ -251,7 +251,7 @@ def _run(argv) -> int:
         for f in summary["failed"]:
             reason = f["reason"] if f["reason"].startswith(f["path"]) else \
                 f"{f['path']}: {f['reason']}"
-            print(f"FAILED {reason}", file=sys.stderr)
+            print(f"FAILED {naming.printable(reason)}", file=sys.stderr)
         raise InputsUnreadable(f"reshard wrote nothing: {len(summary['failed'])} input(s) cannot "
                                "be read whole (listed above); a shard without their documents "
                                "would look complete. Re-copy or leave them out and rerun.")

@@ -14,7 +14,7 @@ import pytest
 
 from dataio import errors, indexed, log, naming
 from dataio import redact as redact_mod
-from pipelines import count, merge, reshard, tokenize
+from pipelines import count, merge, reshard, tokenize, validate
 
 ROWS = b"".join(json.dumps({"text": f"document {i} " + "word " * i}).encode() + b"\n"
                 for i in range(20))
@@ -180,3 +180,11 @@ def test_count_lists_a_name_with_a_control_character_escaped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "\x1b" not in out and "evil\\nerror: FAKE\\x1b[2K" in out
     assert [line.split()[0] for line in out.splitlines()] == ["dataset", "evil\\nerror:", "total"]
+
+
+def test_validate_lists_a_name_with_a_control_character_on_one_line(tmp_path, capsys):
+    _dataset(tmp_path / "evil\nFAIL forged\x1b[2K")
+    assert validate.run([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and len(out.splitlines()) == 1, out
+    assert "evil\\nFAIL forged\\x1b[2K" in out
