@@ -24,6 +24,7 @@ import numpy as np
 from dataio import dataset as dsmod
 from dataio import errors
 from dataio import fs as fsutil
+from dataio.naming import printable
 from transforms import tokenizer as tk
 
 PERCENTILES = (10, 50, 90, 99)
@@ -62,11 +63,12 @@ def format_table(stats: list[ShardStats]) -> list[str]:
     total = ShardStats(f"total ({len(stats)} dataset{'s' * (len(stats) != 1)})",
                        sum(s.documents for s in stats), sum(s.sequences for s in stats),
                        sum(s.tokens for s in stats), ",".join(sorted({s.dtype for s in stats})))
-    width = max(len("dataset"), *(len(s.name) for s in [*stats, total]))
+    width = max(len("dataset"), *(len(printable(s.name)) for s in [*stats, total]))
     line = "{:<{w}}  {:>11}  {:>11}  {:>14}  {}"
     rows = [line.format("dataset", "documents", "sequences", "tokens", "dtype", w=width)]
     for s in [*stats, total]:
-        rows.append(line.format(s.name, s.documents, s.sequences, s.tokens, s.dtype, w=width))
+        rows.append(line.format(printable(s.name), s.documents, s.sequences, s.tokens, s.dtype,
+                                w=width))
     return rows
 
 
@@ -240,7 +242,7 @@ def _run(argv) -> int:
         title = (f"{name}: {lengths.size:,} non-empty documents, "
                  f"{sum(s.tokens for s in stats):,} tokens")
         plot_lengths(lengths, args.plot, title=title)
-        print(f"histogram: {args.plot}")
+        print(f"histogram: {printable(args.plot)}")
     return 0
 
 
