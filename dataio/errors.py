@@ -5,7 +5,9 @@ be read or written, the disk filled up, another run holds the output); 2 bad com
 configuration (a flag, a path that cannot be used); 130 / 143 interrupted by SIGINT / SIGTERM.
 
 A failure anyone can foresee prints one line, ``error: ...``, naming the file and the fix, and
-no traceback. Anything else is a bug: one summary line, then its traceback, once.
+no traceback; the names in it are shown with their control characters escaped
+(:func:`dataio.naming.printable`), so that the line stays one line whatever a file is called.
+Anything else is a bug: one summary line, then its traceback, once.
 
 Errors raised inside Beam workers do not arrive as themselves: the in-process runner re-raises
 them with `` [while running 'Step']`` appended, the multi-process runner as a RuntimeError whose
@@ -113,10 +115,15 @@ _ERRNO = re.compile(r"^\[Errno (\d+)\] [^:]*(?:: '(.*)')?")
 
 
 def _clean(message: str) -> str:
-    message = message.strip().splitlines()[0] if message.strip() else message
+    """The message as one line: Beam's `` [while running 'Step']`` suffixes dropped, the rest
+    of its text kept, control characters escaped (a path holding a newline or an escape
+    neither ends the line early nor forges another)."""
+    from dataio.naming import printable
+
+    message = message.strip()
     while _BEAM_SUFFIX.search(message):
-        message = _BEAM_SUFFIX.sub("", message)
-    return message
+        message = _BEAM_SUFFIX.sub("", message).rstrip()
+    return printable(message)
 
 
 def _chain(exc: BaseException):
@@ -140,7 +147,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         if isinstance(link, OSError) and link.errno is not None:
             message = os_error_message(link.errno, link.filename)
             if message is not None:
-                return message, EXIT_FAILED
+                return _clean(message), EXIT_FAILED
     # A worker's exception, as text: the first anticipated "module.Class: message" line.
     text = "\n".join(str(link) for link in _chain(exc))
     for match in _EXC_LINE.finditer(text):
@@ -161,7 +168,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
             if found:
                 friendly = os_error_message(int(found.group(1)), found.group(2))
                 if friendly is not None:
-                    return friendly, EXIT_FAILED
+                    return _clean(friendly), EXIT_FAILED
     return None
 
 
@@ -287,7 +294,7 @@ def end_run(message: str, status: int = EXIT_FAILED) -> None:
     if _reported.is_set() or _fired:
         return
     _reported.set()
-    print(f"error: {redact(message)}", file=sys.stderr, flush=True)
+    print(f"error: {_clean(redact(message))}", file=sys.stderr, flush=True)
     _exit_now(status)
 
 
@@ -370,5 +377,9 @@ def _report(exc: BaseException) -> int:
         return _report_interrupt(_fired[0])
     print(f"error: unexpected {type(exc).__name__} (a bug; please report it with the "
           "traceback below)", file=sys.stderr)
-    print(redact("".join(traceback.format_exception(exc))), file=sys.stderr, end="", flush=True)
+    from dataio.naming import printable
+
+    text = redact("".join(traceback.format_exception(exc)))  # its lines, no escape sequence
+    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr, end="",
+          flush=True)
     return EXIT_FAILED

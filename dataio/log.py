@@ -7,7 +7,9 @@ configures two things:
 * the ``tokenbeam`` logger (:func:`get`: ``tokenbeam.<name>``) at the chosen level, writing to
   the process's current ``sys.stderr`` (tests replace it) one line per message: the message as
   it is at INFO, prefixed ``warning:`` / ``debug:`` otherwise, as ``dataio.errors.main`` prefixes
-  ``error:``;
+  ``error:``; what a message puts into its text (``%s`` arguments: paths, names) is shown with
+  its control characters escaped (:func:`dataio.naming.printable`, applied by the redacting
+  filter of :mod:`dataio.redact`, which every record of the log passes);
 * the root logger, where Beam, gRPC and the rest log: at ``debug`` their INFO and up, as
   ``LEVEL logger: message``; at any other level nothing. Beam's start-up lines (``apitools not
   found`` at import, the SDK harness's INFO lines) are noise to someone tokenizing a corpus;

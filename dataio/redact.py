@@ -20,7 +20,8 @@ Contract:
   gives the same names as a regular expression for other programs' redaction settings.
 - Redaction is idempotent and never raises; non-strings pass through unchanged.
 - :class:`RedactingFilter` applies :func:`redact` to log records (install it once with
-  :func:`install_logging_filter`).
+  :func:`install_logging_filter`); in tokenbeam's own records it first escapes the control
+  characters of what a message puts into its text (:func:`dataio.naming.printable`).
 
 Pure functions, no Beam and no Azure import.
 """
@@ -28,11 +29,13 @@ Pure functions, no Beam and no Azure import.
 from __future__ import annotations
 
 import logging
+import numbers
 import re
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 
 from dataio.errors import ConfigError
+from dataio.naming import printable
 
 MASK = "REDACTED"
 
@@ -192,12 +195,34 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
     return out
 
 
+def _shown_argument(value: Any) -> Any:
+    """A log message's argument as it may be printed: text (a path, a name, another library's
+    message) with its control characters escaped; numbers as they are (``%d`` needs them)."""
+    if value is None or isinstance(value, numbers.Number):
+        return value
+    return printable(str(value))
+
+
+def _message(record: logging.LogRecord) -> str:
+    """The record's message; in tokenbeam's own records, the message's text (tokenbeam's: its
+    structure, lines included, is kept) with each ``%s`` argument escaped, so that no file or
+    folder name put into it ends the line early, forges another, or sends a terminal escape."""
+    args = record.args
+    if not args or record.name.split(".", 1)[0] != "tokenbeam":
+        return record.getMessage()
+    shown = ({k: _shown_argument(v) for k, v in args.items()} if isinstance(args, Mapping)
+             else tuple(_shown_argument(v) for v in args))
+    return str(record.msg) % shown
+
+
 class RedactingFilter(logging.Filter):
-    """Rewrites each record's message (after %-formatting) through :func:`redact`."""
+    """Rewrites each record's message (after %-formatting, with tokenbeam's own records'
+    arguments escaped: :func:`_message`) through :func:`redact`. The one rewrite of a record:
+    the arguments are merged into the message here, so escaping them cannot come later."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            message = record.getMessage()
+            message = _message(record)
         except Exception:  # a malformed record is the logging module's business, not ours
             return True
         cleaned = redact(message)

@@ -425,26 +425,26 @@ def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> tuple[str, 
 def print_plan(job: Job, out=None) -> None:
     out = out or sys.stdout
     tokenizer = tk.load_tokenizer(job.spec)
-    print(f"tokenizer: {job.spec.kind} {job.spec.model or job.spec.vocab_file} "
+    print(f"tokenizer: {job.spec.kind} {shown(str(job.spec.model or job.spec.vocab_file))} "
           f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
           file=out)
-    print(f"output: {redact(job.output)}", file=out)
+    print(f"output: {shown(job.output)}", file=out)
     print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
     by_stem = itertools.groupby(job.shards, key=lambda s: s.stem)
     for stem, shards in by_stem:
         shards = list(shards)
         f = shards[0].input
         estimate, bad_note = _estimate(job, f, tokenizer) if not shards[0].skip else ("", "")
-        print(f"  {redact(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
+        print(f"  {shown(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
         if bad_note:
-            print(f"    bad records: {redact(bad_note)}", file=out)
-            _LOG.warning("%s: %s", redact(f.path), redact(bad_note))
+            print(f"    bad records: {shown(bad_note)}", file=out)
+            _LOG.warning("%s: %s", _redact(f.path), _redact(bad_note))
         for s in shards:
             action = "skip" if s.skip else "write"
             # a shard it skips is shown as committed: its name carries the recorded counts
             record = manifest.read_commit_record(job.output, s.shard) if s.skip else None
             name = (record or {}).get("name") or f"{s.shard}_dc=?_sc=?_tc=?"
-            print(f"    {action:5} {name}  ({s.reason})", file=out)
+            print(f"    {action:5} {shown(name)}  ({shown(s.reason)})", file=out)
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None
     workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""
@@ -452,8 +452,10 @@ def print_plan(job: Job, out=None) -> None:
           f"{len(job.items())} work items{workers_line}; nothing written (--dry-run)", file=out)
 
 
-def redact(text: str) -> str:
-    return _redact(text)
+def shown(text: str) -> str:
+    """``text`` (a path, a note) as the plan prints it: secrets redacted, control characters
+    escaped (a folder named with a newline or a terminal escape forges no line)."""
+    return naming.printable(_redact(text))
 
 
 
@@ -461,9 +463,9 @@ def announce_skips(job: Job) -> None:
     """A line per shard skipped, and per committed shard redone (saying what changed)."""
     for s in job.shards:
         if s.skip:
-            print(f"skip {s.shard}: {s.reason}", flush=True)
+            print(f"skip {s.shard}: {shown(s.reason)}", flush=True)
         elif s.reason != "not committed yet":
-            print(f"redo {s.shard}: {s.reason}", flush=True)
+            print(f"redo {s.shard}: {shown(s.reason)}", flush=True)
 
 
 def local_workers(job: Job) -> tuple[int, str] | None:

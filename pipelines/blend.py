@@ -24,6 +24,7 @@ import sys
 
 from dataio import dataset, errors
 from dataio import fs as fsutil
+from dataio import naming
 from transforms import blend as blendlib
 
 
@@ -150,13 +151,16 @@ def _run(argv) -> int:
     if args.report:
         fsutil.write_text(args.report, blendlib.render_report(result))
     for name in result.unmatched_excludes:
-        print(f"warning: {args.exclude} names {name!r}, which matches no shard", file=sys.stderr)
+        print(f"warning: {naming.printable(args.exclude)} names {name!r}, which matches no shard",
+              file=sys.stderr)
     for s in result.over_max_epochs():
-        print(f"warning: {s.shard.name} would be read {float(s.epochs):.3g} times "
+        print(f"warning: {naming.printable(s.shard.name)} would be read "
+              f"{float(s.epochs):.3g} times "
               f"(more than --max-epochs {args.max_epochs:g})", file=sys.stderr)
     left_out = [s for s in result.shards if not s.used]
     for s in left_out:
-        print(f"left out: {s.shard.name} ({s.status})", file=sys.stderr)
+        print(f"left out: {naming.printable(s.shard.name)} ({naming.printable(s.status)})",
+              file=sys.stderr)
     print("\n".join(blendlib.summary_lines(result)))
     print(f"{len(result.used)} shards -> {args.output_script}"
           + (f"; report -> {args.report}" if args.report else ""))

@@ -60,6 +60,7 @@ def plan(prefixes: list[str], *, rename: bool) -> list[Row]:
         if not rename:
             rows.append(Row(counted, prefix, "no counts in name", True))
             continue
+        naming.refuse_control_characters(counted.counted_name(), where=f"--rename {prefix}")
         target = fsutil.join(os.path.dirname(prefix), counted.counted_name())
         # Two datasets renamed to one name (e.g. the same one spelled two ways, d/x and d/./x)
         # would have the second rename clobber the first: compare places, not spellings.
@@ -109,19 +110,22 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
 
 
 def format_table(rows: list[Row]) -> list[str]:
-    name_width = max([len("dataset")] + [len(os.path.basename(r.prefix)) for r in rows])
+    shown = {id(r): naming.printable(r.counted.name if r.counted else os.path.basename(r.prefix))
+             for r in rows}  # a name holding a newline or an escape forges no row
+    name_width = max([len("dataset")] + [len(name) for name in shown.values()])
     lines = [f"{'dataset':<{name_width}}  {'dtype':<6} {'documents':>12} {'sequences':>12} "
              f"{'tokens':>15}  status"]
     total = indexed.Counts()
     for r in rows:
         if r.counted is None:
-            lines.append(f"{os.path.basename(r.prefix):<{name_width}}  {'-':<6} {'-':>12} "
-                         f"{'-':>12} {'-':>15}  {r.status}")
+            lines.append(f"{shown[id(r)]:<{name_width}}  {'-':<6} {'-':>12} "
+                         f"{'-':>12} {'-':>15}  {naming.printable(r.status)}")
             continue
         c = r.counted.counts
         total += c
-        lines.append(f"{r.counted.name:<{name_width}}  {str(r.counted.dtype):<6} "
-                     f"{c.documents:>12} {c.sequences:>12} {c.tokens:>15}  {r.status}")
+        lines.append(f"{shown[id(r)]:<{name_width}}  {str(r.counted.dtype):<6} "
+                     f"{c.documents:>12} {c.sequences:>12} {c.tokens:>15}  "
+                     f"{naming.printable(r.status)}")
     lines.append(f"{f'total ({len(rows)} datasets)':<{name_width}}  {'':<6} "
                  f"{total.documents:>12} {total.sequences:>12} {total.tokens:>15}")
     return lines
@@ -146,8 +150,8 @@ def _run(argv) -> int:
     resumed = resume_candidates(args.input) if args.rename else []
     for prefix, target in resumed:
         _rename_dataset_idx_only(prefix, target)
-        print(f"finished an interrupted rename: {os.path.basename(prefix)} -> "
-              f"{os.path.basename(target)}")
+        print(f"finished an interrupted rename: {naming.printable(os.path.basename(prefix))} -> "
+              f"{naming.printable(os.path.basename(target))}")
     prefixes = dataset.find_datasets(args.input)
     rows = plan(prefixes, rename=args.rename)
     print("\n".join(format_table(rows)))

@@ -24,6 +24,8 @@ import numpy as np
 from dataio import dataset as dsmod
 from dataio import errors
 from dataio import fs as fsutil
+from dataio.naming import printable
+from transforms import tokenizer as tk
 
 PERCENTILES = (10, 50, 90, 99)
 
@@ -61,17 +63,43 @@ def format_table(stats: list[ShardStats]) -> list[str]:
     total = ShardStats(f"total ({len(stats)} dataset{'s' * (len(stats) != 1)})",
                        sum(s.documents for s in stats), sum(s.sequences for s in stats),
                        sum(s.tokens for s in stats), ",".join(sorted({s.dtype for s in stats})))
-    width = max(len("dataset"), *(len(s.name) for s in [*stats, total]))
+    width = max(len("dataset"), *(len(printable(s.name)) for s in [*stats, total]))
     line = "{:<{w}}  {:>11}  {:>11}  {:>14}  {}"
     rows = [line.format("dataset", "documents", "sequences", "tokens", "dtype", w=width)]
     for s in [*stats, total]:
-        rows.append(line.format(s.name, s.documents, s.sequences, s.tokens, s.dtype, w=width))
+        rows.append(line.format(printable(s.name), s.documents, s.sequences, s.tokens, s.dtype,
+                                w=width))
     return rows
 
 
-def load_decoder(model: str) -> Callable[[np.ndarray], str]:
-    """A function from token ids to text for a HuggingFace ``tokenizer.json`` (or a folder
-    holding one) or a SentencePiece ``.model``. Special tokens (EOD) are left out of the text."""
+class DecodeError(errors.RunError):
+    """The dataset's ids do not fit the tokenizer given to decode them (status 1)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoder:
+    """Token ids to text with one tokenizer; :meth:`__call__` refuses an id outside its
+    vocabulary (a dataset tokenized with another tokenizer) rather than decode garbage."""
+
+    vocab_size: int
+    _decode: Callable[[list[int]], str]
+
+    def __call__(self, ids: np.ndarray, *, document: int = 0) -> str:
+        if len(ids):
+            low, high = int(np.min(ids)), int(np.max(ids))
+            if low < 0 or high >= self.vocab_size:
+                raise DecodeError(
+                    f"id {high if high >= self.vocab_size else low} at document {document} is "
+                    f"outside the tokenizer's vocabulary (size {self.vocab_size}): wrong "
+                    "--tokenizer-model for this dataset?")
+        return self._decode([int(t) for t in ids])
+
+
+def load_decoder(model: str) -> Decoder:
+    """A :class:`Decoder` for a HuggingFace ``tokenizer.json`` (or a folder holding one) or a
+    SentencePiece ``.model``, loaded as the tokenize job loads it (a damaged or truncated file
+    is a configuration error naming it: transforms/tokenizer.py). Special tokens (EOD) are
+    left out of the text."""
     path = model
     if os.path.isdir(path):
         path = os.path.join(path, "tokenizer.json")
@@ -82,15 +110,12 @@ def load_decoder(model: str) -> Callable[[np.ndarray], str]:
     if not os.path.exists(path):
         raise InspectError(f"--tokenizer-model {model}: no such file or folder")
     if path.endswith(".json"):
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(path)
-        return lambda ids: tok.decode([int(t) for t in ids], skip_special_tokens=True)
+        tok = tk.load_tokenizer(tk.TokenizerSpec(kind="HuggingFaceTokenizer", model=model))
+        backend = tok.backend
+        return Decoder(tok.vocab_size, lambda ids: backend.decode(ids, skip_special_tokens=True))
     if path.endswith(".model"):
-        import sentencepiece as spm
-
-        sp = spm.SentencePieceProcessor(model_file=path)
-        return lambda ids: sp.decode([int(t) for t in ids])
+        tok = tk.load_tokenizer(tk.TokenizerSpec(kind="SentencePieceTokenizer", model=path))
+        return Decoder(tok.vocab_size, tok.decode)
     raise InspectError(f"--tokenizer-model {model}: expected a folder with tokenizer.json, a "
                        "tokenizer.json or a SentencePiece .model")
 
@@ -208,7 +233,7 @@ def _run(argv) -> int:
         loader = dsmod.TokenDataset(shards, 1, vocab_size=vocab_size)
         for j in range(min(args.decode, loader.num_documents())):
             ids = loader.document(j)
-            text = decode(ids)
+            text = decode(ids, document=j)
             cut = args.max_chars and len(text) > args.max_chars
             print(f"--- document {j} ({len(ids)} tokens) ---")
             print(text[:args.max_chars] + " [...]" if cut else text)
@@ -217,7 +242,7 @@ def _run(argv) -> int:
         title = (f"{name}: {lengths.size:,} non-empty documents, "
                  f"{sum(s.tokens for s in stats):,} tokens")
         plot_lengths(lengths, args.plot, title=title)
-        print(f"histogram: {args.plot}")
+        print(f"histogram: {printable(args.plot)}")
     return 0
 
 

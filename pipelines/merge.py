@@ -47,6 +47,7 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
     anything that would make the merge fail or surprise."""
     if not prefixes:
         raise MergeError("no input datasets")
+    naming.refuse_control_characters(os.path.basename(output), where=f"--output {output}")
     counted = [indexed.count_dataset(p) for p in prefixes]
     dtypes = sorted({str(c.dtype) for c in counted})
     if len(dtypes) > 1:
@@ -124,7 +125,8 @@ def _run(argv) -> int:
                                       overwrite=args.overwrite)
     except FileNotFoundError as exc:  # an input removed after it was found
         raise MergeError(str(exc)) from None
-    print(f"merged {len(prefixes)} datasets -> {final} (documents={total.documents} "
+    print(f"merged {len(prefixes)} datasets -> {naming.printable(final)} "
+          f"(documents={total.documents} "
           f"sequences={total.sequences} tokens={total.tokens})")
     return 0
 

@@ -36,7 +36,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, readers
+from dataio import jsonl_sink, naming, readers
 from pipelines import options as opts
 from transforms import reshard as rs
 
@@ -111,6 +111,7 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
     for found in readers.find_inputs(io.input, skip_unsupported=True):
+        naming.refuse_not_utf8(found.path)
         fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=found.path, format=found.format, size=found.size,
                                  fields=tuple(sorted(fields.items())), error=found.error))
@@ -134,7 +135,7 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
     else:
         settled = jsonl_sink.recover(output)
     if settled:
-        print(settled, file=sys.stderr, flush=True)
+        print(naming.printable(settled), file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
@@ -180,7 +181,7 @@ def print_plan(job: ReshardJob, out=None) -> None:
         print(f"  {first}: {len(sources)} input(s), {sum(s.size for s in sources)} bytes on "
               f"storage, {estimate}", file=out)
         for s in sources:
-            print(f"    {s.path} ({s.format}, {s.size} bytes)", file=out)
+            print(f"    {naming.printable(s.path)} ({s.format}, {s.size} bytes)", file=out)
     if job.plan.stale:
         print(f"  --overwrite: {len(job.plan.stale)} earlier shard(s) will be replaced", file=out)
 
@@ -250,7 +251,7 @@ def _run(argv) -> int:
         for f in summary["failed"]:
             reason = f["reason"] if f["reason"].startswith(f["path"]) else \
                 f"{f['path']}: {f['reason']}"
-            print(f"FAILED {reason}", file=sys.stderr)
+            print(f"FAILED {naming.printable(reason)}", file=sys.stderr)
         raise InputsUnreadable(f"reshard wrote nothing: {len(summary['failed'])} input(s) cannot "
                                "be read whole (listed above); a shard without their documents "
                                "would look complete. Re-copy or leave them out and rerun.")

@@ -38,10 +38,10 @@ import numpy as np
 from dataio import azure, errors, indexed, log, manifest, workers
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio.redact import install_logging_filter, redact_argv
+from dataio.redact import install_logging_filter, redact, redact_argv
 from pipelines import options as opts
 from pipelines._tokenize_plan import (Job, ShardPlan, announce_skips, local_workers, plan,
-                                      preflight, print_plan, redact)
+                                      preflight, print_plan)
 from transforms import progress
 
 _LOG = log.get("tokenize")

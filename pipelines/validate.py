@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from dataio import dataset, errors
-from dataio import indexed, manifest
+from dataio import indexed, manifest, naming
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,18 +41,18 @@ def _run(argv) -> int:
     found = [(path, dataset.find_datasets([path], incomplete="keep")) for path in args.paths]
     prefixes = [prefix for _, listed in found for prefix in listed]
     if not prefixes:
-        print("FAIL no .bin/.idx datasets found in " + " ".join(args.paths))
+        print("FAIL no .bin/.idx datasets found in " + naming.printable(" ".join(args.paths)))
         return 1
     failed = problems = 0
     for path, listed in found:
         for prefix in listed:
             result = indexed.validate(prefix, vocab_size=args.vocab_size, eod_id=args.eod_id,
                                       check_name=not args.no_name_check)
-            print(result.line(), flush=True)
+            print(naming.printable(result.line()), flush=True)  # one line, whatever the name
             failed += not result.ok
         if dataset.is_folder(path):
             for line in output_problems(path, listed):
-                print(line, flush=True)
+                print(naming.printable(line), flush=True)
                 problems += 1
     if len(prefixes) > 1:
         print(f"{len(prefixes)} datasets: {len(prefixes) - failed} OK, {failed} FAIL"

@@ -180,3 +180,49 @@ def test_a_job_run_with_relative_paths_is_decoded_from_another_folder(output, tm
     capsys.readouterr()
     assert inspect_cli.run([str(work / "out"), "--decode", "1"]) == 0
     assert _decoded(capsys.readouterr().out) == {0: "Decoded from elsewhere."}
+
+
+# --- a damaged tokenizer, or one that does not fit the dataset (issue 23 item 17, review) --------
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_tokenizers")
+
+
+def _one_error_line(proc, status):
+    assert proc.returncode == status, proc.stderr
+    assert "Traceback" not in proc.stderr and "a bug" not in proc.stderr, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def test_a_truncated_tokenizer_json_is_a_configuration_error(output, tmp_path):
+    text = open(os.path.join(output["tokenizer"], "tokenizer.json"), "rb").read()
+    bad = tmp_path / "tokenizer.json"
+    bad.write_bytes(text[: len(text) // 2])
+    line = _one_error_line(_cli(output["out"], "--decode", "1", "--tokenizer-model", str(bad)), 2)
+    assert line.startswith(f"error: --tokenizer-model {bad}: not a usable HuggingFaceTokenizer")
+
+
+def test_a_truncated_sentencepiece_model_is_a_configuration_error(output, tmp_path):
+    data = open(os.path.join(DATA, "spm", "bpe.model"), "rb").read()
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(data[: len(data) // 2])
+    line = _one_error_line(_cli(output["out"], "--decode", "1", "--tokenizer-model", str(bad)), 2)
+    assert line.startswith(f"error: --tokenizer-model {bad}: not a usable SentencePieceTokenizer")
+
+
+@pytest.mark.parametrize("kind", ["sentencepiece", "huggingface"])
+def test_ids_outside_the_vocabulary_are_refused_not_decoded(output, tmp_path, kind):
+    import sentencepiece as spm
+
+    model = (os.path.join(DATA, "spm", "bpe.model") if kind == "sentencepiece"
+             else output["tokenizer"])
+    size = (spm.SentencePieceProcessor(model_file=model).get_piece_size()
+            if kind == "sentencepiece" else 500)
+    ix.write_documents(str(tmp_path / "ds" / "d"), [[1, 2, 3], [4, size + 7, 5]],
+                       dtype=np.uint16)
+    proc = _cli(str(tmp_path / "ds"), "--decode", "2", "--tokenizer-model", model)
+    line = _one_error_line(proc, 1)
+    assert line == (f"error: id {size + 7} at document 1 is outside the tokenizer's vocabulary "
+                    f"(size {size}): wrong --tokenizer-model for this dataset?")
+    assert "--- document 0 (3 tokens) ---" in proc.stdout  # the documents before it are shown
