@@ -276,7 +276,8 @@ def plan(options, *, checked: bool = False) -> Job:
     settings = config.resume_settings()
     stamps: dict[str, str] = {}
     hashes = _content_hashes(files, stamps=stamps) if io.verify_inputs else {}
-    new = [f for f in files if not has_records(f)]
+    # Only a local file has other names under other stems (links) or a content key to match.
+    new = [f for f in files if fsutil.is_local(f.path) and not has_records(f)]
     if new and records:
         files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps)
 
@@ -342,8 +343,9 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     - else the same content (the content key of ``--verify-inputs``; not empty) as a committed
       input (a renamed file, a copy): left out.
 
-    One line on stderr for each. Costs a read of each commit record (16 at a time), only in a
-    run that brings new inputs to an output holding records."""
+    One line on stderr for each. Costs a read of each commit record (16 at a time) and a stat
+    of each local input they name, only in a run that brings new local inputs to an output
+    holding records (a rerun of the same command reads none)."""
     shards = sorted(r[:-len(".json")] for r in records if r.endswith(".json"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         read = list(pool.map(lambda shard: manifest.read_commit_record(output, shard), shards))
@@ -357,7 +359,7 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
             continue  # older records keep no resume key
         if isinstance(key.get("content"), str):
             by_content.setdefault(key["content"], (given[0], shard))
-        if given[0] not in seen:
+        if given[0] not in seen and fsutil.is_local(given[0]):
             seen.add(given[0])
             by_file.setdefault(readers.file_key(given[0]), (given[0], shard))
     stems = {f.stem for f in files}
