@@ -199,7 +199,8 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     Of several names of one file the one kept is, in this order: one for which ``prefer`` (a
     function of an :class:`InputFile`; the tokenize planner's: "its shards are committed in the
     output") is true, the file's own name (the one its real path ends with), the first in sorted
-    order. So a name added later (a link beside a file already tokenized) never takes over.
+    order. So a name added later (a link beside a file already tokenized) never takes over; a
+    line says when ``prefer`` is true of two names of one file (the output holds it twice).
 
     Cost: one listing per folder or glob. On object stores the listing's pages carry each
     blob's size and etag, so no file is asked for its details again (10,000 inputs: a couple of
@@ -360,6 +361,11 @@ def _each_file_once(files: list[InputFile], named_again: list[str],
         first = min(group, key=lambda f: (not preferred[f.path], not own[f.path], f.path))
         kept.append(first)
         dropped += [f"{f.path} (the same file as {first.path})" for f in group if f is not first]
+        for f in group:  # the output holds the same data under two names (an older version)
+            if f is not first and preferred[f.path] and f.stem != first.stem:
+                print(f"inputs: {f.path} and {first.path} are one file and the output holds "
+                      "shards of both: its documents are there twice; delete the shards named "
+                      f"{f.stem}_* and their _commits/ records", file=sys.stderr, flush=True)
     kept_paths = {f.path for f in kept}
     dropped += [f"{p} (named twice)" for p in sorted(set(named_again)) if p in kept_paths]
     if dropped:

@@ -69,6 +69,11 @@ def test_a_name_whose_shards_are_committed_is_kept_over_the_others(tmp_path, cap
     assert _names(readers.find_inputs([str(tmp_path)], prefer=committed)) == ["v3.jsonl"]
     assert "latest.jsonl (the same file as" in capsys.readouterr().err
     assert sorted(asked) == ["latest.jsonl", "v3.jsonl"]  # only names with aliases are asked
+    # both names' shards committed (by a version that kept sorted-first names): said in a line
+    assert _names(readers.find_inputs([str(tmp_path)], prefer=lambda f: True)) == ["latest.jsonl"]
+    err = capsys.readouterr().err.splitlines()
+    twice = [line for line in err if "there twice" in line]
+    assert len(twice) == 1 and "delete the shards named v3_*" in twice[0]
     (tmp_path / "alone.jsonl").write_bytes(DOC)
     asked.clear()
     readers.find_inputs([str(tmp_path / "alone.jsonl")], prefer=committed)
