@@ -336,12 +336,13 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     """``files``, where an input ``new`` to the output (no commit record of its own) is data
     the output already holds under another name, as its commit records say, not written twice:
 
-    - the same file (device and inode; for URLs, the same place) as a committed input that is
-      still there under its recorded name (a hard link or symlink made after that run, given
-      alone): planned under the recorded name, so its committed shards are kept (or redone
-      under that name when the file changed);
+    - the same local file (device and inode) as a committed input that is still there under
+      its recorded name (a hard link or symlink made after that run, given alone): planned
+      under the recorded name, so its committed shards are kept (or redone under that name
+      when the file changed);
     - else the same content (the content key of ``--verify-inputs``; not empty) as a committed
-      input (a renamed file, a copy): left out.
+      input (a renamed file, a copy) that is not an input of this run with other content now
+      (a backup of a file since edited is data the output will no longer hold): left out.
 
     One line on stderr for each. Costs a read of each commit record (16 at a time) and a stat
     of each local input they name, only in a run that brings new local inputs to an output
@@ -352,12 +353,14 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     by_file: dict[object, tuple[str, str]] = {}  # file key -> (recorded input path, shard)
     by_content: dict[str, tuple[str, str]] = {}
     seen: set[str] = set()  # recorded paths stat'ed (a shard and its holdout share one)
+    now = {f.path: hashes.get(f.path) for f in files}
     for shard, record in zip(shards, read):
         key = (record or {}).get("resume_key")
         given = key.get("input") if isinstance(key, dict) else None
         if not isinstance(given, list) or not given or not isinstance(given[0], str):
             continue  # older records keep no resume key
-        if isinstance(key.get("content"), str):
+        if isinstance(key.get("content"), str) and now.get(given[0], key["content"]) == \
+                key["content"]:
             by_content.setdefault(key["content"], (given[0], shard))
         if given[0] not in seen and fsutil.is_local(given[0]):
             seen.add(given[0])

@@ -112,3 +112,15 @@ def test_a_copy_under_a_new_name_is_kept_without_verify_inputs(hf_tokenizer, tmp
     shutil.copy(inp / "v3.jsonl", inp / "copy.jsonl")
     assert tokenize.run(_argv([inp], out, hf_tokenizer, "--no-verify-inputs")) == 0
     assert _stems(out) == ["copy", "v3"]
+
+
+def test_a_backup_of_an_input_since_edited_is_written(hf_tokenizer, tmp_path, capfd):
+    """Its content is that of a committed shard the rerun redoes: the output keeps it only if
+    the backup is written."""
+    inp, out, _ = _first_run(tmp_path, hf_tokenizer, "file")
+    (inp / "v3-backup.jsonl").write_bytes(RAW)
+    (inp / "v3.jsonl").write_bytes(RAW + b'{"text": "one more document"}\n')
+    capfd.readouterr()
+    assert tokenize.run(_argv([inp], out, hf_tokenizer)) == 0
+    assert "not written twice" not in capfd.readouterr().err
+    assert _stems(out) == ["v3", "v3-backup"]
