@@ -164,11 +164,12 @@ def _version_of(info: dict) -> str:
     return "unknown"
 
 
-def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[InputFile]:
+def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
+             prefer=None) -> list[InputFile]:
     """The tokenize job's inputs: :func:`find_inputs`, refusing two inputs whose shards would
     have the same names (the same stem), and saying on stderr when large compressed files will
-    each be read whole by one worker."""
-    files = find_inputs(patterns, leave_out=leave_out)
+    each be read whole by one worker. ``prefer`` as for :func:`find_inputs`."""
+    files = find_inputs(patterns, leave_out=leave_out, prefer=prefer)
     _note_whole_files(files)
     stems: dict[str, str] = {}
     for f in files:
@@ -180,7 +181,7 @@ def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = ()) -> list[
 
 
 def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
-                skip_unsupported: bool = False) -> list[InputFile]:
+                skip_unsupported: bool = False, prefer=None) -> list[InputFile]:
     """Every supported file named by the patterns (globs, files, or folders: every supported file
     directly in them), sorted by path, each once, with its size, version and ``format``
     (compression kind): the one way every job finds its inputs.
@@ -194,6 +195,12 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     in silence (a raw corpus folder holds READMEs and checksums), and a pattern left with nothing
     "matches no input file". A file whose details cannot be read (a symlink loop, a dangling link,
     a storage error) is kept with ``error`` set, so that only its shards fail.
+
+    Of several names of one file the one kept is, in this order: one for which ``prefer`` (a
+    function of an :class:`InputFile`; the tokenize planner's: "its shards are committed in the
+    output") is true, the file's own name (the one its real path ends with), the first in sorted
+    order. So a name added later (a link beside a file already tokenized) never takes over; a
+    line says when ``prefer`` is true of two names of one file (the output holds it twice).
 
     Cost: one listing per folder or glob. On object stores the listing's pages carry each
     blob's size and etag, so no file is asked for its details again (10,000 inputs: a couple of
@@ -252,7 +259,7 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
-    files = _each_file_once(list(found.values()), named_again)
+    files = _each_file_once(list(found.values()), named_again, prefer)
     # A folder reshard writes is read only once its commit there is complete (one manifest
     # read per folder; dataio/jsonl_sink.py step 3).
     why = jsonl_sink.refusal_of_inputs(patterns, {f.path: None if f.error else f.size
@@ -332,15 +339,17 @@ def _refuse_special_file(pattern: str, path: str) -> None:
                              "hang or never end: give regular files (copy the data to a file)")
 
 
-def _each_file_once(files: list[InputFile], named_again: list[str]) -> list[InputFile]:
+def _each_file_once(files: list[InputFile], named_again: list[str],
+                    prefer=None) -> list[InputFile]:
     """``files`` sorted by path, each file once however many names lead to it: a symlink
     (``latest.jsonl -> v3.jsonl``), a hard link, or another spelling of the same path or URL
-    would otherwise be tokenized twice. Of the names of one file the one kept is the file's own
-    name (the one its real path ends with) if it is among them, else the first in sorted order;
-    one line on stderr names the others."""
+    would otherwise be tokenized twice. Of the names of one file the one kept is one ``prefer``
+    says yes to (asked only of names with aliases), else the file's own name (the one its real
+    path ends with) if it is among them, else the first in sorted order; one line on stderr
+    names the others."""
     groups: dict[object, list[InputFile]] = {}
     for f in files:
-        groups.setdefault(_file_key(f.path), []).append(f)
+        groups.setdefault(file_key(f.path), []).append(f)
     kept, dropped = [], []
     for group in groups.values():
         if len(group) == 1:
@@ -348,9 +357,15 @@ def _each_file_once(files: list[InputFile], named_again: list[str]) -> list[Inpu
             continue
         own = {f.path: os.path.basename(_location(f.path)) == os.path.basename(f.path.rstrip("/"))
                for f in group}
-        first = min(group, key=lambda f: (not own[f.path], f.path))
+        preferred = {f.path: bool(prefer and prefer(f)) for f in group}
+        first = min(group, key=lambda f: (not preferred[f.path], not own[f.path], f.path))
         kept.append(first)
         dropped += [f"{f.path} (the same file as {first.path})" for f in group if f is not first]
+        for f in group:  # the output holds the same data under two names (an older version)
+            if f is not first and preferred[f.path] and f.stem != first.stem:
+                print(f"inputs: {f.path} and {first.path} are one file and the output holds "
+                      "shards of both: its documents are there twice; delete the shards named "
+                      f"{f.stem}_* and their _commits/ records", file=sys.stderr, flush=True)
     kept_paths = {f.path for f in kept}
     dropped += [f"{p} (named twice)" for p in sorted(set(named_again)) if p in kept_paths]
     if dropped:
@@ -359,7 +374,7 @@ def _each_file_once(files: list[InputFile], named_again: list[str]) -> list[Inpu
     return sorted(kept, key=lambda f: f.path)
 
 
-def _file_key(path: str) -> object:
+def file_key(path: str) -> object:
     """What is the same for every name of one file: a local file's device and inode (symlinks
     and hard links alike), else its place: :func:`dataio.fs.resolve_location` for Azure (which
     knows the account), the filesystem's own path for other URLs."""

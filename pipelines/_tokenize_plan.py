@@ -246,7 +246,19 @@ def plan(options, *, checked: bool = False) -> Job:
     if not checked:
         preflight(options)
     spec = tok_opts.tokenizer_spec()
-    files = readers.discover(io.input, leave_out=spec.files())
+    output, overwrite = io.output, io.overwrite  # a Beam option lookup costs ~40 us
+    # One listing of _commits/, not a request per shard; found records checked 16 at a time.
+    records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
+    level = "sentence" if seg.split_sentences else "document"
+    keys, holdout = tuple(seg.json_keys), seg.holdout_fraction > 0
+
+    def has_records(f: readers.InputFile) -> bool:
+        """Whether the output holds a commit record of a shard of ``f`` under this name."""
+        return any(f"{n}.json" in records for n in _names_of(f, keys, level, holdout=holdout))
+
+    # Of several names of one file, the one whose shards are committed is kept: a name added
+    # later (a link beside a file already tokenized) must not write the same data again.
+    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)
@@ -264,9 +276,10 @@ def plan(options, *, checked: bool = False) -> Job:
     settings = config.resume_settings()
     stamps: dict[str, str] = {}
     hashes = _content_hashes(files, stamps=stamps) if io.verify_inputs else {}
-    output, overwrite = io.output, io.overwrite  # a Beam option lookup costs ~40 us
-    # One listing of _commits/, not a request per shard; found records checked 16 at a time.
-    records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
+    # Only a local file has other names under other stems (links) or a content key to match.
+    new = [f for f in files if fsutil.is_local(f.path) and not has_records(f)]
+    if new and records:
+        files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps)
 
     planned = []
     for f in files:
@@ -309,6 +322,78 @@ def plan(options, *, checked: bool = False) -> Job:
     return Job(options=options, output=io.output, spec=spec, config=config,
                tokenizer=description, files=files, shards=shards, folder=os.getcwd(),
                stamps=stamps)
+
+
+def _names_of(f: readers.InputFile, keys, level: str, *, holdout: bool) -> list[str]:
+    """The shards a run writes for ``f`` (before any name is checked: see naming.base_name)."""
+    names = [f"{f.stem}_{key}_{level}" for key in keys]
+    return names + [f"{HOLDOUT_DIR}/{n}" for n in names] if holdout else names
+
+
+def committed_aliases(output: str, records: set[str], files: list[readers.InputFile],
+                      new: list[readers.InputFile], *, hashes: dict, stamps: dict
+                      ) -> list[readers.InputFile]:
+    """``files``, where an input ``new`` to the output (no commit record of its own) is data
+    the output already holds under another name, as its commit records say, not written twice:
+
+    - the same local file (device and inode) as a committed input that is still there under
+      its recorded name (a hard link or symlink made after that run, given alone): planned
+      under the recorded name, so its committed shards are kept (or redone under that name
+      when the file changed);
+    - else the same content (the content key of ``--verify-inputs``; not empty) as a committed
+      input (a renamed file, a copy) that is not an input of this run with other content now
+      (a backup of a file since edited is data the output will no longer hold): left out.
+
+    One line on stderr for each. Costs a read of each commit record (16 at a time) and a stat
+    of each local input they name, only in a run that brings new local inputs to an output
+    holding records (a rerun of the same command reads none)."""
+    shards = sorted(r[:-len(".json")] for r in records if r.endswith(".json"))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        read = list(pool.map(lambda shard: manifest.read_commit_record(output, shard), shards))
+    by_file: dict[object, tuple[str, str]] = {}  # file key -> (recorded input path, shard)
+    by_content: dict[str, tuple[str, str]] = {}
+    seen: set[str] = set()  # recorded paths stat'ed (a shard and its holdout share one)
+    now = {f.path: hashes.get(f.path) for f in files}
+    for shard, record in zip(shards, read):
+        key = (record or {}).get("resume_key")
+        given = key.get("input") if isinstance(key, dict) else None
+        if not isinstance(given, list) or not given or not isinstance(given[0], str):
+            continue  # older records keep no resume key
+        if isinstance(key.get("content"), str) and now.get(given[0], key["content"]) == \
+                key["content"]:
+            by_content.setdefault(key["content"], (given[0], shard))
+        if given[0] not in seen and fsutil.is_local(given[0]):
+            seen.add(given[0])
+            by_file.setdefault(readers.file_key(given[0]), (given[0], shard))
+    stems = {f.stem for f in files}
+    replaced: dict[str, readers.InputFile | None] = {}  # path -> planned as, or None: left out
+    for f in new:
+        path, shard = by_file.get(readers.file_key(f.path), (f.path, ""))
+        alias = dataclasses.replace(f, path=path)
+        if path != f.path and alias.stem not in stems:
+            replaced[f.path] = alias
+            stems.add(alias.stem)
+            for known in (hashes, stamps):  # the same file: the same content and identity
+                if f.path in known:
+                    known[path] = known.pop(f.path)
+            _say(f"inputs: {f.path} is the same file as {path}, whose shards --output {output} "
+                 f"holds ({shard}): planned under that name, not written twice")
+            continue
+        content = hashes.get(f.path) if f.size else None  # empty files: no data twice
+        path, shard = by_content.get(content or "", (f.path, ""))
+        if path != f.path:
+            replaced[f.path] = None
+            _say(f"inputs: left out {f.path}: the same content as {path}, whose shards --output "
+                 f"{output} holds ({shard}); not written twice (tokenize it into another "
+                 "--output to keep both)")
+    if not replaced:
+        return files
+    kept = [replaced.get(f.path, f) for f in files]
+    return sorted((f for f in kept if f is not None), key=lambda f: f.path)
+
+
+def _say(line: str) -> None:
+    print(redact(line), file=sys.stderr, flush=True)
 
 
 def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:

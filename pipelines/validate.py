@@ -2,7 +2,8 @@
 
 A PATH is a prefix, a ``.bin`` or ``.idx`` file, a folder (every dataset directly in it) or a
 glob of them (found by :func:`dataio.dataset.find_datasets`; the datasets of each PATH in name
-order, the PATHs in the order given).
+order, the PATHs in the order given). A tokenize output folder (one with ``_commits/``) stands
+for its ``holdout/`` folder too, checked right after it.
 Prints one line per dataset, ``OK`` with its counts or ``FAIL`` with the first reason; exits 0
 only when every dataset passes (and at least one was found). For a tokenize output folder (one
 with ``_commits/``) also a ``FAIL`` line per commit record whose files are missing or not of the
@@ -15,6 +16,7 @@ import argparse
 import sys
 
 from dataio import dataset, errors
+from dataio import fs as fsutil
 from dataio import indexed, manifest, naming
 
 
@@ -38,7 +40,8 @@ def _run(argv) -> int:
     args = build_parser().parse_args(argv)
     # "keep": an incomplete pair, or a path with no dataset, is listed so that it FAILs below.
     # One path at a time: the lines come in the order of the paths given.
-    found = [(path, dataset.find_datasets([path], incomplete="keep")) for path in args.paths]
+    found = [(path, dataset.find_datasets([path], incomplete="keep"))
+             for path in with_holdout(args.paths)]
     prefixes = [prefix for _, listed in found for prefix in listed]
     if not prefixes:
         print("FAIL no .bin/.idx datasets found in " + naming.printable(" ".join(args.paths)))
@@ -58,6 +61,24 @@ def _run(argv) -> int:
         print(f"{len(prefixes)} datasets: {len(prefixes) - failed} OK, {failed} FAIL"
               + (f"; output problems: {problems}" if problems else ""))
     return 1 if failed or problems else 0
+
+
+def with_holdout(paths: list[str]) -> list[str]:
+    """``paths``, each tokenize output folder followed by its ``holdout/`` folder when it has
+    one and it is not named too: one ``validate OUT`` checks the whole output, holdout shards
+    and their commit records included."""
+    named = {fsutil.resolve_location(p) for p in paths}
+    out = []
+    for path in paths:
+        out.append(path)
+        where = dataset.tokenize_output_of(path) if dataset.is_folder(path) else None
+        if where is None or where[1]:
+            continue
+        holdout = fsutil.join(where[0], dataset.HOLDOUT_DIR)
+        if fsutil.resolve_location(holdout) not in named and dataset.is_folder(holdout):
+            named.add(fsutil.resolve_location(holdout))
+            out.append(holdout)
+    return out
 
 
 def output_problems(folder: str, prefixes: list[str]) -> list[str]:

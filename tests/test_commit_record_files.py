@@ -62,6 +62,32 @@ def test_validate_reports_records_whose_files_are_gone_or_resized(damaged, capsy
     assert len(cut) == 1 and "bin is 10 bytes but its commit record says" in cut[0]
 
 
+def test_validate_of_the_output_checks_its_holdout_records_too(clean, tmp_path, capsys):
+    """One ``validate OUT`` covers holdout/ (before, only ``validate OUT/holdout`` did)."""
+    out = tmp_path / "out"
+    shutil.copytree(clean, out)
+    records = {s: manifest.read_commit_record(str(out), s)
+               for s in ("holdout/c0_web_text_document", "holdout/c1_web_text_document")}
+    os.remove(out / (records["holdout/c0_web_text_document"]["name"] + ".bin"))
+    with open(out / (records["holdout/c1_web_text_document"]["name"] + ".idx"), "r+b") as f:
+        f.truncate(40)
+    capsys.readouterr()
+    assert validate.run([str(out)]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    for shard, problem in (("c0", ".bin is missing"), ("c1", ".idx is 40 bytes but")):
+        said = [line for line in lines if f"_commits/holdout/{shard}_web_text_document.json"
+                in line]
+        assert len(said) == 1 and said[0].startswith("FAIL") and problem in said[0], lines
+    assert sum(line.startswith("FAIL") and "/holdout/c1_web" in line.split()[1]
+               and "_commits" not in line.split()[1] for line in lines) == 1  # the .idx itself
+    # named with its holdout/ too, or with a trailing slash: each record once
+    assert validate.run([f"{out}/", str(out / "holdout")]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert sum("_commits/holdout/c0_web_text_document.json" in line for line in lines) == 1
+    assert validate.run([str(clean)]) == 0
+    assert any("/holdout/" in line for line in capsys.readouterr().out.splitlines())
+
+
 def test_rerun_redoes_those_shards_and_says_why(damaged, clean, corpus_dir, hf_tokenizer,
                                                 capsys):
     out, records = damaged

@@ -55,6 +55,31 @@ def test_a_hard_link_is_read_once(tmp_path, capsys):
     assert "v3.jsonl (the same file as" in capsys.readouterr().err
 
 
+def test_a_name_whose_shards_are_committed_is_kept_over_the_others(tmp_path, capsys):
+    """The tokenize planner's ``prefer`` (its shards are in the output) comes first, so a name
+    added later never takes over (tests/test_alias_across_runs.py runs the job)."""
+    (tmp_path / "v3.jsonl").write_bytes(DOC)
+    os.link(tmp_path / "v3.jsonl", tmp_path / "latest.jsonl")
+    asked = []
+
+    def committed(f):
+        asked.append(os.path.basename(f.path))
+        return f.path.endswith("v3.jsonl")
+
+    assert _names(readers.find_inputs([str(tmp_path)], prefer=committed)) == ["v3.jsonl"]
+    assert "latest.jsonl (the same file as" in capsys.readouterr().err
+    assert sorted(asked) == ["latest.jsonl", "v3.jsonl"]  # only names with aliases are asked
+    # both names' shards committed (by a version that kept sorted-first names): said in a line
+    assert _names(readers.find_inputs([str(tmp_path)], prefer=lambda f: True)) == ["latest.jsonl"]
+    err = capsys.readouterr().err.splitlines()
+    twice = [line for line in err if "there twice" in line]
+    assert len(twice) == 1 and "delete the shards named v3_*" in twice[0]
+    (tmp_path / "alone.jsonl").write_bytes(DOC)
+    asked.clear()
+    readers.find_inputs([str(tmp_path / "alone.jsonl")], prefer=committed)
+    assert asked == []
+
+
 def test_a_file_named_twice_is_read_once(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.jsonl").write_bytes(DOC)
