@@ -393,7 +393,7 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
 
 
 def _say(line: str) -> None:
-    print(redact(line), file=sys.stderr, flush=True)
+    print(shown(line), file=sys.stderr, flush=True)
 
 
 def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:
