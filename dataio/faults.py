@@ -59,6 +59,7 @@ POINTS = (
 
 # Reached by the reshard job only (so not in POINTS, which a tokenize run passes every one of).
 RESHARD_POINTS = (
+    "reshard.before_write",       # a planned shard about to read its inputs (measuring done)
     "reshard.between_renames",    # reshard's commit: a shard renamed into place, maybe not all
 )
 
