@@ -13,7 +13,9 @@ inputs with the same field values form one group, resharded together into
 uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
 specified in :mod:`transforms.reshard`.
 
-The driver finds the inputs, their fields and the names, settles a commit that a killed run left
+The driver takes the output's lock (:mod:`dataio.lock`, as the tokenize job: one run at a time;
+a dead run's lock is taken over and its temporary folders removed), finds the inputs, their
+fields and the names, settles a commit that a killed run left
 unfinished in the output (finished when all its shards were in place, else rolled back;
 :func:`dataio.jsonl_sink.recover`), refuses to replace earlier outputs unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
 place), and with ``--dry-run`` prints the plan and stops. The Beam job measures, plans, writes and
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import re
 import sys
 
@@ -253,17 +256,37 @@ def _run(argv) -> int:
         return 0
     # The lock comes before the plan: settling an unfinished commit deletes what the run that
     # left it wrote, so that run must be dead, not merely still writing.
-    with lock_output(options.view_as(opts.InputOutputOptions).output, argv) as held:
-        return _run_locked(options, held)
+    output = options.view_as(opts.InputOutputOptions).output
+    local = fsutil.filesystem_and_path(output)[1] if output and fsutil.is_local(output) else None
+    created = local is not None and not os.path.exists(local)
+    try:
+        with lock_output(output, argv) as held:
+            return _run_locked(options, held)
+    finally:
+        if created:  # made for the lock: a run that wrote nothing leaves no empty folder
+            try:
+                os.rmdir(local)
+            except OSError:
+                pass  # not empty: the run wrote its shards there
 
 
-def lock_output(output: str, argv) -> output_lock.OutputLock:
+def lock_output(output: str | None, argv) -> output_lock.OutputLock:
     """Take the output's lock (:mod:`dataio.lock`, as the tokenize job does): a second run into
     the same output is refused with one line naming the holder; a dead run's lock is taken over,
-    saying whose it was."""
+    saying whose it was. A local output folder is made first (the lock lives in it)."""
+    if not output:
+        raise opts.OptionsError("--output is required: the folder for the shards")
     if fsutil.is_local(output):
         fs, inner = fsutil.filesystem_and_path(output)
-        fsutil.makedirs(fs, inner)  # the lock lives in it
+        if fs.isfile(inner):
+            raise errors.ConfigError(f"--output {output} is a file; give a folder (created if "
+                                     "missing)")
+        try:
+            fsutil.makedirs(fs, inner)
+        except OSError as exc:
+            reason = (errors.os_error_message(exc.errno, None) if exc.errno else None) or \
+                f"{exc.strerror or exc}; give --output a folder this run can write"
+            raise errors.ConfigError(f"--output {output}: cannot write there: {reason}") from None
     held = output_lock.acquire(output, run_id=output_lock.new_run_id(),
                                command=" ".join(["reshard", *redact.redact_argv(argv)]))
     if held.stale or held.expired:
