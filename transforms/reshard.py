@@ -323,6 +323,9 @@ def measure(source: Source) -> Measured:
         raise readers.CorruptFileError(source.error)
     if source.format == "jsonl":
         return Measured(source=source, unit_sizes=(source.size,))
+    # The file as found: one changed since is reported so ("changed while reading"), not as
+    # corrupt.
+    planned = _whole_file(source.path, source.format, size=source.size, version=source.version)
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -330,15 +333,16 @@ def measure(source: Source) -> Measured:
             with fsutil.open_file(source.path, "rb") as fh:
                 groups = pq.ParquetFile(fh).num_row_groups
         except (OSError, ValueError) as exc:
+            readers.confirm_unchanged(planned)
             raise readers.CorruptFileError(f"{source.path}: not a readable Parquet file "
                                            f"({exc}); the file is corrupt or truncated: re-copy "
                                            "it or leave it out") from exc
         sizes = [0] * groups
-        for g, lines in _parquet_lines(source.path, range(groups)):
+        for g, lines in _parquet_lines(source.path, range(groups), planned=planned):
             sizes[g] += sum(len(line) + 1 for line in lines)
         return Measured(source=source, unit_sizes=tuple(sizes))
     end = 0
-    for record in readers.read_jsonl(_whole_file(source.path, source.format)):
+    for record in readers.read_jsonl(planned):
         end = record.offset + len(record.data) + 1
     return Measured(source=source, unit_sizes=(end,))
 
