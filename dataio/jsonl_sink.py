@@ -249,10 +249,29 @@ def checked_manifest(output: str) -> dict | None:
     """:func:`read_manifest`, refusing (:class:`ManifestError`) one that reshard did not write
     (:func:`manifest_fault`)."""
     manifest = read_manifest(output)
+    if manifest is not None and isinstance(manifest.get("adding"), list):
+        manifest["adding"] = [_of_earlier_version(output, entry)
+                              for entry in manifest["adding"]]
     why = manifest_fault(manifest) if manifest is not None else ""
     if why:
         raise ManifestError(_fault_message(output, why))
     return manifest
+
+
+def _of_earlier_version(output: str, entry):
+    """An ``adding`` entry as an earlier tokenbeam wrote it (the temporary's whole path, as the
+    run spelled it) made relative, when that path is in this output's own run folder; anything
+    else is left for :func:`manifest_fault` to refuse."""
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+        return entry
+    temporary = entry[0]
+    if temporary.count("/") < 2 or is_temporary_dir(temporary.partition("/")[0]):
+        return entry
+    relative = "/".join(temporary.rsplit("/", 2)[-2:])
+    if is_temporary_dir(_folder(relative)) and fsutil.same_location(
+            _folder(_folder(temporary)), output):
+        return [relative, entry[1]]
+    return entry
 
 
 def _fault_message(output: str, why: str) -> str:

@@ -221,3 +221,18 @@ def test_a_second_run_is_refused_while_the_first_lives_and_a_dead_runs_lock_is_t
     _one_line(err, "taking over")
     assert "no longer running" in err
     assert not [n for n in os.listdir(out) if n.startswith(".")] and _files(out) == clean
+
+
+def test_an_unfinished_commit_recorded_by_an_earlier_version_is_still_rolled_back(tmp_path):
+    """Before temporaries were recorded relative to the output, the manifest held their paths as
+    the run spelled them: one in this output's own run folder is still settled."""
+    out = tmp_path / "out"
+    temp = out / ".reshard-0123456789ab.tmp"
+    temp.mkdir(parents=True)
+    (temp / "b.part").write_text("{}\n")
+    (out / "en_00.jsonl").write_text("{}\n")  # renamed before the kill
+    _plant(out, adding=[[str(temp / "a.part"), "en_00.jsonl"],
+                        [str(temp / "b.part"), "en_01.jsonl"]])
+    assert "1 of 2 shard(s) had been renamed" in jsonl_sink.recover(str(out))
+    assert sorted(os.listdir(out)) == [jsonl_sink.MANIFEST_NAME]
+    assert json.loads((out / jsonl_sink.MANIFEST_NAME).read_text())["complete"]
