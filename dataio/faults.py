@@ -19,7 +19,7 @@ once, at import, so an unset hook costs one global lookup and a compare per call
 ``TOKENBEAM_FAULT_TRUNCATE=PATH:SIZE``
     Instead of killing, the N-th hit truncates the file PATH to SIZE bytes and the job goes on:
     an input cut short while the job reads it (with ``readers.item_started``, after planning,
-    before a work item reads its bytes).
+    before a work item reads its bytes; for reshard, ``reshard.before_write``).
 ``TOKENBEAM_FAULT_SIGNAL=STOP``
     Pause instead of kill: the N-th hit (only that one) SIGSTOPs the job's process group, as a
     frozen VM or a long network partition would stall it; a SIGCONT from outside resumes it
@@ -59,6 +59,7 @@ POINTS = (
 
 # Reached by the reshard job only (so not in POINTS, which a tokenize run passes every one of).
 RESHARD_POINTS = (
+    "reshard.before_write",       # a planned shard about to read its inputs (measuring done)
     "reshard.between_renames",    # reshard's commit: a shard renamed into place, maybe not all
 )
 

@@ -13,7 +13,9 @@ Protocol (the same on local disk and object stores):
    folder rename, which flat blob containers do not have):
 
    a. the manifest is written *unfinished*: every shard the folder will hold once the commit
-      is done (name and size), the shards it held before, and the renames and deletions to do;
+      is done (name and size), the shards it held before, and the renames and deletions to do
+      (every name a base name in the output, each temporary relative to it:
+      ``.reshard-{run}.tmp/{name}``, so the same from any working folder);
    b. each kept temporary is renamed to its final name (:func:`dataio.fs.replace`: atomic on
       local disk and ADLS Gen2; on flat blob containers copy-then-delete, the target complete
       whenever it exists);
@@ -29,7 +31,11 @@ Protocol (the same on local disk and object stores):
    first (:func:`recover`): if every rename was done it finishes the commit, otherwise it rolls
    it back (deletes the shards already renamed and the dead run's temporaries) and goes on
    as a fresh run. A retried commit (same temporaries) redoes what is left and skips a rename
-   already done.
+   already done. A manifest naming anything else (a path outside the output, a temporary
+   outside its ``.reshard-*.tmp`` folders: edited or planted) is refused with one line and
+   nothing it names is touched (:func:`checked_manifest`). Reshard holds the output's lock
+   (:mod:`dataio.lock`) from before it settles a commit to its end, so the run it settles is
+   dead, not merely slow.
 4. The commit step records what it committed and which inputs failed in ``_summary.json`` in the
    temporary folder (:func:`write_summary`); the driver reads it (:func:`read_summary`) and then
    removes the temporary folder.
@@ -45,11 +51,13 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import uuid
 from typing import Iterable, Sequence
 
-from dataio import errors, faults
+from dataio import errors, faults, naming
 from dataio import fs as fsutil
+from dataio.lock import LOCK_NAME
 
 EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
 SUMMARY_NAME = "_summary.json"
@@ -57,6 +65,12 @@ SUMMARY_NAME = "_summary.json"
 MANIFEST_NAME = "_reshard_manifest"
 _MANIFEST_VERSION = 1
 _WRITE_BUFFER = 8 << 20
+
+
+class ManifestError(errors.ConfigError):
+    """An output's manifest that reshard did not write as it reads (a name outside the output,
+    a temporary that is not one of this output's): edited or planted, so nothing it names is
+    touched (exit status 2)."""
 
 
 class LostShardError(errors.RunError):
@@ -72,9 +86,28 @@ class WrittenLines:
     bytes: int
 
 
+# A run's temporary folder, directly in the output (step 1).
+_TEMPORARY_DIR = re.compile(r"\.reshard-[0-9A-Za-z_-]{1,64}\.tmp")
+
+
 def new_temporary_dir(output: str) -> str:
     """A temporary folder for one run's shards, in ``output`` and hidden (see step 1)."""
     return fsutil.join(output, f".reshard-{uuid.uuid4().hex[:12]}.tmp")
+
+
+def is_temporary_dir(name: str) -> bool:
+    """Whether ``name`` (a base name in the output) is a run's temporary folder (step 1)."""
+    return _TEMPORARY_DIR.fullmatch(name) is not None
+
+
+def remove_temporary_dirs(output: str) -> list[str]:
+    """Remove every run's temporary folder in ``output`` (step 1); returns their names. Only
+    for a run holding the output's lock (:mod:`dataio.lock`): then no other run is alive, and
+    what is there was left by runs killed before their commit."""
+    found = [n for n in fsutil.list_names(output) if is_temporary_dir(n)]
+    for name in found:
+        fsutil.remove_tree(fsutil.join(output, name))
+    return found
 
 
 def attempt_path(temp_dir: str, name: str) -> str:
@@ -140,7 +173,8 @@ def manifest_path(output: str) -> str:
 
 def read_manifest(output: str) -> dict | None:
     """The output's manifest (step 3), None if it has none; one that cannot be read or parsed
-    (a copy cut short) reads as unfinished."""
+    (a copy cut short) reads as unfinished. Its names are not checked: see
+    :func:`checked_manifest`."""
     try:
         data = json.loads(fsutil.read_bytes(manifest_path(output)))
     except FileNotFoundError:
@@ -150,6 +184,108 @@ def read_manifest(output: str) -> dict | None:
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         return {"complete": False, "files": {}, "damaged": True}
     return data
+
+
+def _plain_name(name) -> bool:
+    """A file directly in the output that a manifest may name: no folder, no ``..``, no
+    control character, and none of the output's control files."""
+    return (isinstance(name, str) and name not in ("", ".", "..", MANIFEST_NAME, LOCK_NAME)
+            and "/" not in name and "\\" not in name and naming.printable(name) == name)
+
+
+def _sizes_fault(sizes, key: str) -> str:
+    if not isinstance(sizes, dict):
+        return f"{key!r} is not a table of names and sizes"
+    for name, size in sizes.items():
+        if not _plain_name(name):
+            return f"{key!r} names {name!r}, not a file directly in the output"
+        if type(size) is not int or size < 0:
+            return f"{key!r} gives {name!r} the size {size!r}"
+    return ""
+
+
+def _names_fault(names, key: str) -> str:
+    if not isinstance(names, list):
+        return f"{key!r} is not a list of names"
+    for name in names:
+        if not _plain_name(name):
+            return f"{key!r} names {name!r}, not a file directly in the output"
+    return ""
+
+
+def manifest_fault(manifest: dict) -> str:
+    """Why ``manifest`` (as :func:`read_manifest` gives it) is not one that reshard wrote, ""
+    when it may be: every name in it must be a file directly in the output, every temporary
+    a file in one of the output's own run folders (``.reshard-{run}.tmp/{name}``, recorded
+    relative to the output). Anything else was edited or planted, and acting on it could
+    delete files anywhere."""
+    if manifest.get("damaged"):
+        return ""
+    for key in ("files", "previous"):
+        why = _sizes_fault(manifest.get(key) or {}, key)
+        if why:
+            return why
+    for key in ("removing", "lost"):
+        why = _names_fault(manifest.get(key) or [], key)
+        if why:
+            return why
+    adding = manifest.get("adding") or []
+    if not isinstance(adding, list):
+        return "'adding' is not a list of [temporary, name]"
+    for entry in adding:
+        if not (isinstance(entry, list) and len(entry) == 2):
+            return f"'adding' holds {entry!r}, not [temporary, name]"
+        temporary, name = entry
+        if not _plain_name(name):
+            return f"'adding' names {name!r}, not a file directly in the output"
+        folder, _, base = temporary.partition("/") if isinstance(temporary, str) else ("", "", "")
+        if not is_temporary_dir(folder) or not _plain_name(base):
+            return (f"'adding' has the temporary {temporary!r}, not a file in one of the "
+                    "output's .reshard-*.tmp folders")
+    return ""
+
+
+def checked_manifest(output: str) -> dict | None:
+    """:func:`read_manifest`, refusing (:class:`ManifestError`) one that reshard did not write
+    (:func:`manifest_fault`)."""
+    manifest = read_manifest(output)
+    if manifest is not None and isinstance(manifest.get("adding"), list):
+        manifest["adding"] = [_of_earlier_version(output, entry)
+                              for entry in manifest["adding"]]
+    why = manifest_fault(manifest) if manifest is not None else ""
+    if why:
+        raise ManifestError(_fault_message(output, why))
+    return manifest
+
+
+def _of_earlier_version(output: str, entry):
+    """An ``adding`` entry as an earlier tokenbeam wrote it (the temporary's whole path, as the
+    run spelled it) made relative, when that path is in this output's own run folder; anything
+    else is left for :func:`manifest_fault` to refuse."""
+    if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)):
+        return entry
+    temporary = entry[0]
+    if temporary.count("/") < 2 or is_temporary_dir(temporary.partition("/")[0]):
+        return entry
+    relative = "/".join(temporary.rsplit("/", 2)[-2:])
+    if is_temporary_dir(_folder(relative)) and fsutil.same_location(
+            _folder(_folder(temporary)), output):
+        return [relative, entry[1]]
+    return entry
+
+
+def _fault_message(output: str, why: str) -> str:
+    return (f"{manifest_path(output)}: not a manifest reshard wrote ({why}); it was edited or "
+            "planted, so nothing it names was touched: remove it, then rerun")
+
+
+def _relative(output: str, temporary: str) -> str:
+    """``temporary`` relative to ``output`` (``.reshard-{run}.tmp/{name}``), as the manifest
+    records it: the same from any working folder and for any spelling of the output."""
+    relative = "/".join(temporary.rstrip("/").rsplit("/", 2)[-2:])
+    if fsutil.join(output, relative) != temporary or not is_temporary_dir(_folder(relative)):
+        raise ValueError(f"{temporary}: not a temporary of {output} (see new_temporary_dir)")
+    return relative
 
 
 def _write_manifest(output: str, manifest: dict) -> None:
@@ -171,8 +307,7 @@ def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable
     for path in dropped:
         fsutil.remove(path)
     stale = list(stale)
-    adding = [[temporary, _name(final)] for temporary, final in renames]
-    before = read_manifest(output) or {"complete": True, "files": {}}
+    before = checked_manifest(output) or {"complete": True, "files": {}}
     # What the folder held before this commit. An unfinished manifest here is a retry of this
     # commit (its "previous"), or one that recover() left naming shards it could not restore
     # (its "files": the others).
@@ -192,6 +327,7 @@ def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable
         else:
             raise LostShardError(f"{temporary}: written shard missing before its commit to "
                                  f"{final}; rerun the job")
+    adding = [[_relative(output, temporary), _name(final)] for temporary, final in renames]
     _write_manifest(output, {"complete": False, "files": files, "previous": previous,
                              "adding": adding, "removing": sorted(removing)})
     for temporary, final in renames:
@@ -209,7 +345,7 @@ def commit(renames: Sequence[tuple[str, str]], *, output: str, dropped: Iterable
 def unfinished_shards(output: str) -> set[str]:
     """The names an unfinished commit into ``output`` was adding (what :func:`recover` would
     roll back); empty when the manifest is complete or absent."""
-    manifest = read_manifest(output)
+    manifest = checked_manifest(output)
     if manifest is None or manifest.get("complete"):
         return set()
     return {name for _, name in manifest.get("adding") or []}
@@ -224,7 +360,7 @@ def recover(output: str) -> str:
     A rolled-back commit that had replaced shards of an earlier run under the same names cannot
     restore them: the manifest stays unfinished, naming them, until a run with ``--overwrite``
     commits."""
-    manifest = read_manifest(output)
+    manifest = checked_manifest(output)
     if manifest is None or manifest.get("complete") or manifest.get("damaged"):
         return ""
     adding = manifest.get("adding") or []
@@ -233,7 +369,8 @@ def recover(output: str) -> str:
     exists = fsutil.exists
     finals = {name for _, name in adding}
     renamed = [name for temporary, name in adding
-               if not exists(temporary) and exists(fsutil.join(output, name))]
+               if not exists(fsutil.join(output, temporary))
+               and exists(fsutil.join(output, name))]
     removing = [n for n in manifest.get("removing") or [] if n not in finals]
     if any(not exists(fsutil.join(output, n)) for n in removing):
         for name in removing:
@@ -244,8 +381,7 @@ def recover(output: str) -> str:
     for name in renamed:
         fsutil.remove(fsutil.join(output, name))
     for temp_dir in sorted({_folder(temporary) for temporary, _ in adding}):
-        if _name(temp_dir).startswith(".reshard-"):
-            fsutil.remove_tree(temp_dir)
+        fsutil.remove_tree(fsutil.join(output, temp_dir))  # checked: a .reshard-*.tmp in output
     previous = manifest.get("previous") or {}
     lost = sorted(n for n, size in previous.items()
                   if not exists(fsutil.join(output, n))
@@ -290,6 +426,9 @@ def refusal(folder: str, sizes: dict[str, int | None], *, whole: bool) -> str:
     manifest = read_manifest(folder)
     if manifest is None:
         return ""
+    why = manifest_fault(manifest)
+    if why:
+        return _fault_message(folder, why)
     if manifest.get("lost"):
         return (f"{folder}: an interrupted reshard run had already replaced earlier shards there "
                 f"(e.g. {manifest['lost'][0]}); rerun the reshard command with --overwrite, "

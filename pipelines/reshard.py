@@ -13,7 +13,9 @@ inputs with the same field values form one group, resharded together into
 uncompressed bytes. What ends up where, and why the output is the same bytes on every run, is
 specified in :mod:`transforms.reshard`.
 
-The driver finds the inputs, their fields and the names, settles a commit that a killed run left
+The driver takes the output's lock (:mod:`dataio.lock`, as the tokenize job: one run at a time;
+a dead run's lock is taken over and its temporary folders removed), finds the inputs, their
+fields and the names, settles a commit that a killed run left
 unfinished in the output (finished when all its shards were in place, else rolled back;
 :func:`dataio.jsonl_sink.recover`), refuses to replace earlier outputs unless ``--overwrite`` (which then deletes that group's old shards once the new ones are in
 place), and with ``--dry-run`` prints the plan and stops. The Beam job measures, plans, writes and
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import re
 import sys
 
@@ -36,7 +39,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, naming, readers
+from dataio import jsonl_sink, naming, readers, redact
+from dataio import lock as output_lock
 from pipelines import options as opts
 from transforms import reshard as rs
 
@@ -84,9 +88,12 @@ class ReshardJob:
         return dict(sorted(found.items()))
 
 
-def plan_job(options: PipelineOptions) -> ReshardJob:
+def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob:
     """Validate the options and find the inputs; raises :class:`rs.ReshardError`,
-    :class:`opts.OptionsError` or :class:`readers.InputError` with the flag and the fix."""
+    :class:`opts.OptionsError` or :class:`readers.InputError` with the flag and the fix.
+    Settles an unfinished commit in the output unless ``--dry-run``; ``exclusive``: this run
+    holds the output's lock (no other run is alive), so the temporary folders of dead runs
+    go too."""
     io = options.view_as(opts.InputOutputOptions)
     ro = options.view_as(ReshardOptions)
     if not io.input:
@@ -114,7 +121,8 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
         naming.refuse_not_utf8(found.path)
         fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=found.path, format=found.format, size=found.size,
-                                 fields=tuple(sorted(fields.items())), error=found.error))
+                                 fields=tuple(sorted(fields.items())), error=found.error,
+                                 version=found.version))
     extension = jsonl_sink.EXTENSIONS[ro.compression]
     output = io.output.rstrip("/") if "://" in io.output else io.output
     group_fields = sorted({s.fields for s in sources})
@@ -136,6 +144,10 @@ def plan_job(options: PipelineOptions) -> ReshardJob:
         settled = jsonl_sink.recover(output)
     if settled:
         print(naming.printable(settled), file=sys.stderr, flush=True)
+    left = jsonl_sink.remove_temporary_dirs(output) if exclusive and not io.plan_only else []
+    if left:
+        print(f"reshard: removed the temporary folders of {len(left)} run(s) that ended without "
+              f"removing them ({naming.printable(', '.join(left))})", file=sys.stderr, flush=True)
     patterns = [rs.name_pattern(ro.name_template, dict(f), extension) for f in group_fields]
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
@@ -226,6 +238,11 @@ class ReshardFailed(errors.RunError):
     """The Beam job failed; the message says why (exit status 1)."""
 
 
+# An input truncated or rewritten while the job read it (transforms.reshard.piece_documents):
+# its message is the line to print, also when a worker process raised it.
+errors.anticipate(readers.InputChangedError, status=errors.EXIT_FAILED)
+
+
 def run(argv=None) -> int:
     return errors.main(_run, argv)
 
@@ -235,10 +252,55 @@ def _run(argv) -> int:
         help_parser().print_help()
         return 0
     options = parse(argv)
-    job = plan_job(options)
     if options.view_as(opts.InputOutputOptions).plan_only:
-        print_plan(job)
+        print_plan(plan_job(options))
         return 0
+    # The lock comes before the plan: settling an unfinished commit deletes what the run that
+    # left it wrote, so that run must be dead, not merely still writing.
+    output = options.view_as(opts.InputOutputOptions).output
+    local = fsutil.filesystem_and_path(output)[1] if output and fsutil.is_local(output) else None
+    created = local is not None and not os.path.exists(local)
+    try:
+        with lock_output(output, argv) as held:
+            return _run_locked(options, held)
+    finally:
+        if created:  # made for the lock: a run that wrote nothing leaves no empty folder
+            try:
+                os.rmdir(local)
+            except OSError:
+                pass  # not empty: the run wrote its shards there
+
+
+def lock_output(output: str | None, argv) -> output_lock.OutputLock:
+    """Take the output's lock (:mod:`dataio.lock`, as the tokenize job does): a second run into
+    the same output is refused with one line naming the holder; a dead run's lock is taken over,
+    saying whose it was. A local output folder is made first (the lock lives in it)."""
+    if not output:
+        raise opts.OptionsError("--output is required: the folder for the shards")
+    if fsutil.is_local(output):
+        fs, inner = fsutil.filesystem_and_path(output)
+        if fs.isfile(inner):
+            raise errors.ConfigError(f"--output {output} is a file; give a folder (created if "
+                                     "missing)")
+        try:
+            fsutil.makedirs(fs, inner)
+        except OSError as exc:
+            reason = (errors.os_error_message(exc.errno, None) if exc.errno else None) or \
+                f"{exc.strerror or exc}; give --output a folder this run can write"
+            raise errors.ConfigError(f"--output {output}: cannot write there: {reason}") from None
+    held = output_lock.acquire(output, run_id=output_lock.new_run_id(),
+                               command=" ".join(["reshard", *redact.redact_argv(argv)]))
+    if held.stale or held.expired:
+        how = "no longer running" if held.stale else \
+            "whose lease ran out (killed elsewhere, or paused for longer than the lease)"
+        print(f"reshard: note: taking over {held.path} from a run that is {how} "
+              f"({output_lock.describe_holder(held.stale or held.expired)})", file=sys.stderr,
+              flush=True)
+    return held
+
+
+def _run_locked(options: PipelineOptions, held: output_lock.OutputLock) -> int:
+    job = plan_job(options, exclusive=held.exclusive)
     try:
         with beam.Pipeline(options=job.options) as pipeline:
             build(pipeline, job)

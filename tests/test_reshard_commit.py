@@ -131,7 +131,8 @@ def test_a_commit_whose_deletions_began_is_finished_not_rolled_back(tmp_path):
     manifest = json.loads(done[jsonl_sink.MANIFEST_NAME])
     # as if killed after the renames and the first deletion, before the manifest was complete
     pending = {**manifest, "complete": False, "previous": {},
-               "adding": [[t, os.path.basename(f)] for t, f in renames],
+               "adding": [[f".reshard-x.tmp/{os.path.basename(t)}", os.path.basename(f)]
+                          for t, f in renames],
                "removing": ["old_00.jsonl", "old_01.jsonl"]}
     (out / "old_01.jsonl").write_bytes(b"old\n")
     (out / jsonl_sink.MANIFEST_NAME).write_text(json.dumps(pending))

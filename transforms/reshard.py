@@ -50,7 +50,7 @@ from typing import Iterable, Iterator, Sequence
 import apache_beam as beam
 import orjson
 
-from dataio import errors
+from dataio import errors, faults
 from dataio import fs as fsutil
 from dataio import jsonl_sink, naming, readers
 
@@ -179,6 +179,7 @@ class Source:
     size: int  # bytes on storage
     fields: tuple[tuple[str, str], ...]  # the group it belongs to
     error: str = ""  # why the driver could not read its details; measuring fails with it
+    version: str = ""  # mtime or etag when found: the writer confirms the file is still this
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -204,6 +205,10 @@ class Piece:
     start: int
     end: int
     units: tuple[tuple[int, int], ...] = ()  # Parquet: (row group, its first offset) to read
+    # The file as measured (size on storage, mtime or etag): the writer confirms it read that
+    # file (readers.confirm_unchanged), not one truncated or rewritten since.
+    size: int | None = None
+    version: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -243,7 +248,8 @@ def plan_group(measured: Sequence[Measured], *, target: int) -> list[tuple[Piece
                             units.append((g, unit_base))
                         unit_base += unit_size
                 pieces.append(Piece(path=m.source.path, format=m.source.format, start=start,
-                                    end=end, units=tuple(units)))
+                                    end=end, units=tuple(units), size=m.source.size,
+                                    version=m.source.version))
             base += size
         shards.append(tuple(pieces))
     return shards
@@ -286,8 +292,11 @@ def row_to_line(row: dict) -> bytes:
     return orjson.dumps(row, default=_json_default, option=orjson.OPT_NON_STR_KEYS)
 
 
-def _parquet_lines(path: str, row_groups: Iterable[int]) -> Iterator[tuple[int, list[bytes]]]:
-    """``(row group, its rows as JSON lines)`` in batches, for the given row groups in order."""
+def _parquet_lines(path: str, row_groups: Iterable[int], *,
+                   planned: readers.WorkItem | None = None) -> Iterator[tuple[int, list[bytes]]]:
+    """``(row group, its rows as JSON lines)`` in batches, for the given row groups in order.
+    With ``planned`` (the file as measured), raises :class:`readers.InputChangedError` once the
+    rows are read if the file is no longer that one."""
     import pyarrow.parquet as pq
 
     try:
@@ -296,9 +305,13 @@ def _parquet_lines(path: str, row_groups: Iterable[int]) -> Iterator[tuple[int, 
             for g in row_groups:
                 for batch in pf.iter_batches(batch_size=_PARQUET_BATCH_ROWS, row_groups=[g]):
                     yield g, [row_to_line(row) for row in batch.to_pylist()]
+            if planned is not None:
+                readers.confirm_unchanged(planned, fh)
     except readers.CorruptFileError:
         raise
     except (OSError, ValueError) as exc:
+        if planned is not None:
+            readers.confirm_unchanged(planned)  # cut short under us: changed, not corrupt
         raise readers.CorruptFileError(f"{path}: not a readable Parquet file ({exc}); the file is "
                                        "corrupt or truncated: re-copy it or leave it out") from exc
 
@@ -310,6 +323,9 @@ def measure(source: Source) -> Measured:
         raise readers.CorruptFileError(source.error)
     if source.format == "jsonl":
         return Measured(source=source, unit_sizes=(source.size,))
+    # The file as found: one changed since is reported so ("changed while reading"), not as
+    # corrupt.
+    planned = _whole_file(source.path, source.format, size=source.size, version=source.version)
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -317,15 +333,16 @@ def measure(source: Source) -> Measured:
             with fsutil.open_file(source.path, "rb") as fh:
                 groups = pq.ParquetFile(fh).num_row_groups
         except (OSError, ValueError) as exc:
+            readers.confirm_unchanged(planned)
             raise readers.CorruptFileError(f"{source.path}: not a readable Parquet file "
                                            f"({exc}); the file is corrupt or truncated: re-copy "
                                            "it or leave it out") from exc
         sizes = [0] * groups
-        for g, lines in _parquet_lines(source.path, range(groups)):
+        for g, lines in _parquet_lines(source.path, range(groups), planned=planned):
             sizes[g] += sum(len(line) + 1 for line in lines)
         return Measured(source=source, unit_sizes=tuple(sizes))
     end = 0
-    for record in readers.read_jsonl(_whole_file(source.path, source.format)):
+    for record in readers.read_jsonl(planned):
         end = record.offset + len(record.data) + 1
     return Measured(source=source, unit_sizes=(end,))
 
@@ -340,35 +357,52 @@ def measure_or_fail(source: Source) -> Measured:
         return Measured(source=source, unit_sizes=(), error=reason)
 
 
-def _whole_file(path: str, fmt: str, start: int = 0, end: int | None = None) -> readers.WorkItem:
+def _whole_file(path: str, fmt: str, start: int = 0, end: int | None = None, *,
+                size: int | None = None, version: str = "") -> readers.WorkItem:
+    """A work item reading ``path`` (``size`` and ``version``: the file as found, which the
+    reader confirms once it has read it; None: not checked)."""
     return readers.WorkItem(path=path, stem=readers.file_stem(path), format=fmt, index=0,
-                            start=start, end=end)
+                            start=start, end=end, size=size, version=version)
 
 
 def piece_documents(piece: Piece) -> Iterator[bytes]:
-    """The documents (JSON lines, without newline) that start in the piece, in order."""
+    """The documents (JSON lines, without newline) that start in the piece, in order. Raises
+    :class:`readers.InputChangedError` when the file is not the one measured (its size or
+    version changed: truncated or rewritten while the job ran), so no shard is committed from
+    other bytes than those planned."""
+    planned = _whole_file(piece.path, piece.format, size=piece.size, version=piece.version) \
+        if piece.size is not None else None
     if piece.format == "parquet":
-        offsets = dict(piece.units)
-        current, offset = None, 0
-        for g, lines in _parquet_lines(piece.path, [g for g, _ in piece.units]):
-            if g != current:
-                current, offset = g, offsets[g]
-            for line in lines:
-                if offset >= piece.end:
-                    return
-                if offset >= piece.start:
-                    yield line
-                offset += len(line) + 1
-        return
-    if piece.format == "jsonl":
-        records = readers.read_jsonl(_whole_file(piece.path, piece.format, piece.start, piece.end))
-    else:  # compressed: decompress from the start, keep what starts in the piece
-        records = readers.read_jsonl(_whole_file(piece.path, piece.format))
-    for record in records:
-        if record.offset >= piece.end:
-            break
-        if record.offset >= piece.start and record.data.strip():
-            yield record.data
+        yield from _parquet_piece(piece, planned)
+    else:
+        if piece.format == "jsonl":
+            records = readers.read_jsonl(_whole_file(piece.path, piece.format, piece.start,
+                                                     piece.end, size=piece.size,
+                                                     version=piece.version))
+        else:  # compressed: decompress from the start, keep what starts in the piece
+            records = readers.read_jsonl(_whole_file(piece.path, piece.format, size=piece.size,
+                                                     version=piece.version))
+        for record in records:
+            if record.offset >= piece.end:
+                break
+            if record.offset >= piece.start and record.data.strip():
+                yield record.data
+    if planned is not None:
+        readers.confirm_unchanged(planned)  # also when the loop stopped before the file's end
+
+
+def _parquet_piece(piece: Piece, planned: readers.WorkItem | None) -> Iterator[bytes]:
+    offsets = dict(piece.units)
+    current, offset = None, 0
+    for g, lines in _parquet_lines(piece.path, [g for g, _ in piece.units], planned=planned):
+        if g != current:
+            current, offset = g, offsets[g]
+        for line in lines:
+            if offset >= piece.end:
+                return
+            if offset >= piece.start:
+                yield line
+            offset += len(line) + 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -387,6 +421,7 @@ class WrittenFile:
 
 def write_shard(task: ShardTask, *, temp_dir: str, compression: str) -> WrittenFile:
     """Write one shard's documents under a name unique to this attempt (retries never collide)."""
+    faults.checkpoint("reshard.before_write")
     temporary = jsonl_sink.attempt_path(temp_dir, task.task_id)
     documents = (line for piece in task.pieces for line in piece_documents(piece))
     written = jsonl_sink.write_lines(temporary, documents, compression=compression)

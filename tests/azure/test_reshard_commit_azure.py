@@ -33,10 +33,11 @@ def test_manifest_commit_refusal_and_rollback_on_blob_storage(azurite, container
         temporary = jsonl_sink.attempt_path(temp2, f"{k:05d}")
         jsonl_sink.write_lines(temporary, [b'{"text": "y"}'], compression="none")
         adding.append([temporary, f"en_{k:02d}.jsonl"])
+    recorded = [["/".join(t.rsplit("/", 2)[-2:]), n] for t, n in adding]  # relative to out
     fsutil.write_bytes_atomic(jsonl_sink.manifest_path(out), json.dumps(
         {"version": 1, "complete": False, "previous": manifest["files"],
          "files": {**manifest["files"], "en_03.jsonl": 13, "en_04.jsonl": 13},
-         "adding": adding, "removing": []}).encode())
+         "adding": recorded, "removing": []}).encode())
     fs, source = fsutil.filesystem_and_path(adding[0][0])
     fsutil.replace(fs, source, fsutil.filesystem_and_path(fsutil.join(out, "en_03.jsonl"))[1])
     fs.invalidate_cache()
@@ -48,3 +49,28 @@ def test_manifest_commit_refusal_and_rollback_on_blob_storage(azurite, container
         [f"en_{k:02d}.jsonl" for k in range(3)]
     assert jsonl_sink.read_manifest(out) == manifest
     assert not fsutil.exists(adding[1][0])  # the dead run's temporaries are gone
+
+
+def test_planted_manifest_and_the_lock_on_blob_storage(azurite, container):
+    """A manifest naming a blob outside the output is refused and deletes nothing; reshard's
+    output lock (a lease on ``_lock``) refuses a second run while the first holds it."""
+    from dataio import lock as output_lock
+    from pipelines import reshard
+
+    azure.configure_from_options({"azure_connection_string": azurite.connection_string},
+                                 paths=[azurite.url(container)])
+    out, victim = azurite.url(container, "out"), azurite.url(container, "victim.txt")
+    fsutil.write_bytes_atomic(victim, b"victim\n")
+    fsutil.write_bytes_atomic(jsonl_sink.manifest_path(out), json.dumps(
+        {"version": 1, "complete": False, "files": {}, "previous": {}, "removing": [],
+         "adding": [[f"{out}/.reshard-x.tmp/a.part", "../victim.txt"]]}).encode())
+    with pytest.raises(jsonl_sink.ManifestError, match="not a manifest reshard wrote"):
+        jsonl_sink.recover(out)
+    assert fsutil.read_bytes(victim) == b"victim\n"
+    fsutil.remove(jsonl_sink.manifest_path(out))
+
+    with reshard.lock_output(out, ["--output", out]) as held:
+        assert held.exclusive
+        with pytest.raises(output_lock.OutputLockedError, match="in use by another run|lease"):
+            reshard.lock_output(out, ["--output", out])
+    reshard.lock_output(out, ["--output", out]).release()  # free again once released

@@ -38,7 +38,8 @@ def test_sources_are_cut_into_shards_in_order_per_group(tmp_path, make_pipeline)
     (tmp_path / "a.jsonl").write_bytes(b"\n".join(en_a) + b"\n")
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(b"\n".join(en_b) + b"\n"))
     (tmp_path / "de.jsonl").write_bytes(b"\n".join(de))  # no final newline
-    out, temp = tmp_path / "out", str(tmp_path / "out" / ".tmp")
+    out = tmp_path / "out"
+    temp = jsonl_sink.new_temporary_dir(str(out))  # the run folder the driver makes
     sources = [source(tmp_path / "b.jsonl.gz"), source(tmp_path / "a.jsonl"),
                source(tmp_path / "de.jsonl", "de")]
     target = 4 * (len(en_a[0]) + 1)  # about four documents per shard
@@ -61,7 +62,8 @@ def test_sources_are_cut_into_shards_in_order_per_group(tmp_path, make_pipeline)
 def test_an_unreadable_source_fails_the_group_and_nothing_is_written(tmp_path, make_pipeline):
     (tmp_path / "ok.jsonl").write_bytes(b"\n".join(lines_of(3, "ok")) + b"\n")
     (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(b"\n".join(lines_of(50, "x")))[:60])
-    out, temp = tmp_path / "out", str(tmp_path / "out" / ".tmp")
+    out = tmp_path / "out"
+    temp = jsonl_sink.new_temporary_dir(str(out))  # the run folder the driver makes
     out.mkdir()
     (out / "en_00.jsonl").write_bytes(b"an earlier run's shard\n")  # --overwrite would replace it
     plan = rs.CommitPlan(output=str(out), template=TEMPLATE, extension=".jsonl",
