@@ -124,9 +124,13 @@ def _not_regular(path: str, mode: int) -> NotRegularFileError:
 
 def _open_regular(local: str, path: str) -> int:
     """A read-only descriptor of the local file ``local`` (``path`` as the caller spelled it),
-    or :class:`NotRegularFileError`. Opened with ``O_NONBLOCK``, so that a FIFO with no writer
-    opens at once instead of blocking, then ``fstat``: what was opened is what is checked (no
-    window for a swap); the flag is cleared again for the regular file."""
+    or :class:`NotRegularFileError`. A ``stat`` first (a device is never even opened), then an
+    open with ``O_NONBLOCK``, so that a FIFO put there since opens at once instead of blocking,
+    and ``fstat``: what was opened is what is checked (no window for a swap); the flag is
+    cleared again for the regular file."""
+    mode = os.stat(local).st_mode
+    if special_kind(mode):
+        raise _not_regular(path, mode)
     fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
