@@ -413,10 +413,16 @@ def refuse_mixed_tokenizers(folder: str, prefixes: Sequence[str]) -> None:
         shard = f"{sub}/{shard}" if sub else shard
         if f"{shard}.json" in records:
             shards[name] = shard
+
+    def tokenizer_of(shard: str) -> str | None:
+        try:
+            return manifest.tokenizer_of(manifest.read_commit_record(output, shard))
+        except fsutil.NotRegularFileError:  # a FIFO or device says nothing (validate FAILs it)
+            return None
+
     # One small read per record; 16 at a time (object stores: a request each).
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
-        found = list(pool.map(lambda shard: manifest.tokenizer_of(
-            manifest.read_commit_record(output, shard)), shards.values()))
+        found = list(pool.map(tokenizer_of, shards.values()))
     by_tokenizer: dict[str, list[str]] = {}
     for name, tokenizer in zip(shards, found):
         if tokenizer is not None:

@@ -21,13 +21,21 @@ exclusively (``O_CREAT|O_EXCL``, which refuses any link) under a unique temporar
 renamed over the final name (a link there is replaced, its target untouched); a file opened in
 place (the output's ``_lock``) is opened with ``O_NOFOLLOW``, and :func:`refuse_links` refuses
 an output whose own control files or folders are links. Object stores have no links.
+
+Not files: every local read of tokenbeam's own files (:func:`read_bytes`, :func:`map_or_read`,
+:func:`open_file` for reading: shards, indexes, records, manifests) first checks, on a
+descriptor opened without blocking, that the path is a regular file; a FIFO, a device (a link to
+``/dev/zero``) or a socket there is :class:`NotRegularFileError`, one line naming it, instead of
+a read that blocks or never ends.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -77,8 +85,64 @@ def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def open_file(path: str, mode: str = "rb", **kwargs):
+    """``path`` opened through its filesystem. A local path opened for reading must be a regular
+    file (:class:`NotRegularFileError` otherwise): a FIFO or a device there would hang the read."""
     fs, inner = filesystem_and_path(path)
+    if "r" in mode and fs is _LOCAL:
+        os.close(_open_regular(inner, path))  # checked without blocking, then opened as usual
     return fs.open(inner, mode, **kwargs)
+
+
+# -- files that are not files: a FIFO or a device where tokenbeam reads one of its files --------
+
+SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                 (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+class NotRegularFileError(errors.RunError):
+    """A local file tokenbeam reads (a shard's ``.bin``/``.idx``, a commit record, a manifest)
+    is a FIFO, a device or a socket (exit status 1): opening or reading it would block or never
+    end. Not an OSError: no caller may take it for a missing or torn file and go on."""
+
+
+def special_kind(mode: int) -> str:
+    """``a FIFO (named pipe)``, ``a character device``... for a ``st_mode`` that is not a
+    regular file or folder; "" otherwise."""
+    return next((kind for is_kind, kind in SPECIAL_KINDS if is_kind(mode)), "")
+
+
+def _not_regular(path: str, mode: int) -> NotRegularFileError:
+    kind = special_kind(mode) or "not a regular file"
+    local = path.removeprefix("file://")
+    link = f", a link to {os.path.realpath(local)}" if os.path.islink(local) else ""
+    refused = NotRegularFileError(
+        f"{path}: {kind}{link}, not a regular file; tokenbeam reads it as one of its files and "
+        "would hang or never end: remove it (or put the real file there), then rerun")
+    refused.what = f"{kind}{link}, not a regular file"  # for a message that names path itself
+    return refused
+
+
+def _open_regular(local: str, path: str) -> int:
+    """A read-only descriptor of the local file ``local`` (``path`` as the caller spelled it),
+    or :class:`NotRegularFileError`. A ``stat`` first (a device is never even opened), then an
+    open with ``O_NONBLOCK``, so that a FIFO put there since opens at once instead of blocking,
+    and ``fstat``: what was opened is what is checked (no window for a swap); the flag is
+    cleared again for the regular file."""
+    mode = os.stat(local).st_mode
+    if special_kind(mode):
+        raise _not_regular(path, mode)
+    fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            if stat.S_ISDIR(mode):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+            raise _not_regular(path, mode)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def exists(path: str) -> bool:
@@ -87,7 +151,13 @@ def exists(path: str) -> bool:
 
 
 def size(path: str) -> int:
+    """The file's size in bytes; a local path that is a FIFO or a device (whose "size" says
+    nothing of what reading it gives) is :class:`NotRegularFileError`."""
     fs, inner = filesystem_and_path(path)
+    if fs is _LOCAL:
+        mode = os.stat(inner).st_mode
+        if special_kind(mode):
+            raise _not_regular(path, mode)
     return int(fs.size(inner))
 
 
@@ -112,8 +182,8 @@ def map_or_read(path: str):
     """A read-only buffer of the whole file: a memory map for local files (an empty ``bytes`` for
     a 0-byte file, which cannot be mapped), the file's bytes otherwise."""
     if is_local(path):
-        local = path.removeprefix("file://")
-        with open(local, "rb") as f:
+        fd = _open_regular(path.removeprefix("file://"), path)  # a FIFO would block (or never end)
+        with os.fdopen(fd, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
                 return b""
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -247,8 +317,9 @@ def link_refusal(path: str) -> LinkedControlFileError:
     except OSError:
         target = ""
     return LinkedControlFileError(
-        f"{path!r} is a symbolic link{target}; tokenbeam never writes its control files through "
-        f"a link (it would overwrite the file it points to): remove the link, then rerun")
+        f"{path!r} is a symbolic link{target}; tokenbeam never writes or deletes its files "
+        f"through a link in its output (it would change what the link points to): remove the "
+        f"link, then rerun")
 
 
 def refuse_links(folder: str, names) -> None:
@@ -265,6 +336,12 @@ def refuse_links(folder: str, names) -> None:
 
 
 def read_bytes(path: str) -> bytes:
+    """The whole file (small files: records, manifests, metadata). A local one must be a
+    regular file (:class:`NotRegularFileError` otherwise), checked on the descriptor read."""
+    if is_local(path):
+        with os.fdopen(_open_regular(os.path.abspath(path.removeprefix("file://")), path),
+                       "rb") as f:
+            return f.read()
     with open_file(path, "rb") as f:
         return f.read()
 

@@ -762,12 +762,18 @@ class IndexedDataset:
 
     def __init__(self, prefix: str):
         self.prefix = prefix_of(prefix)
-        index = read_index(idx_path(self.prefix), bin_size=fsutil.size(bin_path(self.prefix)))
+        binary = bin_path(self.prefix)
+        # A local .bin is mapped first (cheap), so that its size is the mapped file's and a FIFO
+        # or device there is refused as such; a remote one is read only once its index passed.
+        self._bin = fsutil.map_or_read(binary) if fsutil.is_local(binary) else None
+        index = read_index(idx_path(self.prefix), bin_size=fsutil.size(binary)
+                           if self._bin is None else len(self._bin))
         self.header = index.header
         self.sequence_lengths = index.sequence_lengths
         self.sequence_pointers = index.sequence_pointers
         self.document_indices = index.document_indices
-        self._bin = fsutil.map_or_read(bin_path(self.prefix))
+        if self._bin is None:
+            self._bin = fsutil.map_or_read(binary)
         self.tokens = np.frombuffer(self._bin, dtype=self.dtype.newbyteorder("<"),
                                     count=len(self._bin) // self.dtype.itemsize)
 
@@ -877,7 +883,7 @@ def validate(prefix: str, *, vocab_size: int | None = None, eod_id: int | None =
             return fail(f"missing {os.path.basename(path)}")
     try:
         ds = IndexedDataset(prefix)  # the format's checks: read_index (check_index)
-    except FormatError as exc:
+    except (FormatError, fsutil.NotRegularFileError) as exc:  # a FIFO, a device: this one FAILs
         return fail(str(exc))
     h = ds.header
     lengths, pointers, doc_idx = ds.sequence_lengths, ds.sequence_pointers, ds.document_indices

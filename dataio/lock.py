@@ -12,8 +12,9 @@ takes it over, says so, and may then remove every leftover of dead runs (``_temp
 Over NFS, Linux maps ``flock`` onto NFS byte-range locks, which the server releases when the
 client holding them dies. A file system without locks is refused (exit status 2), naming it.
 The lock is opened with ``O_NOFOLLOW``, and an output whose control files or folders
-(:data:`CONTROL_NAMES`: ``_lock``, ``_temporary/``, ``_commits/``...) are symbolic links is
-refused (exit status 2): a link planted there would have the run write or delete elsewhere.
+(:data:`CONTROL_NAMES`: ``_lock``, ``_temporary/``, ``_commits/``..., and ``holdout/``, where
+holdout shards go) are symbolic links is refused (exit status 2): a link planted there would
+have the run write or delete elsewhere.
 
 A run whose pipeline runs elsewhere and may outlive its launcher (a Spark batch submitted by
 ``runners/spark.py``) also leaves a *detached hold*, ``{output}/_temporary/{run id}/detached.json``
@@ -394,10 +395,12 @@ def _read(fd: int) -> str:
 DETACHED_NAME = "detached.json"
 TEMPORARY_DIR = "_temporary"  # where runs keep their temporaries (dataio/sink.py uses this name)
 # What tokenbeam keeps in an output folder besides the shards (dataio/manifest.py names the
-# records; tests/dataio/test_lock.py keeps the two lists in step). None may be a symbolic link:
-# a run would write or delete through it, outside the output (see dataio/fs.py "Links").
+# records; tests/dataio/test_control_links.py keeps the lists in step), and the one folder in it
+# that shards are written to and stale shards deleted from (holdout/: dataio/dataset.py
+# HOLDOUT_DIR; shard names hold no other folder). None may be a symbolic link: a run would write
+# or delete through it, outside the output (see dataio/fs.py "Links").
 CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "metadata.json",
-                 "_commits/holdout", "_failures/holdout")  # holdout shards' records (--holdout)
+                 "holdout", "_commits/holdout", "_failures/holdout")
 
 
 def detached_path(output: str, run_id: str) -> str:

@@ -135,7 +135,11 @@ def commit_record_problems(output: str, folder: str = "") -> list[tuple[str, str
     sizes = listed_sizes(output, [folder])
     problems = []
     for shard in records:
-        record = read_commit_record(output, shard)
+        try:
+            record = read_commit_record(output, shard)
+        except fsutil.NotRegularFileError as exc:  # a FIFO or a device: never read
+            problems.append((shard, f"the record is {exc.what}: remove it"))
+            continue
         problem = ("its commit record is not valid JSON" if record is None
                    else record_files_problem(output, record, sizes))
         if problem:

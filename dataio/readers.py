@@ -40,7 +40,6 @@ import io
 import os
 import posixpath
 import re
-import stat
 import sys
 import zlib
 from typing import Iterator, Sequence
@@ -316,8 +315,7 @@ def _suffix_of(path: str) -> str:
     return next((s for s in _LONGEST_SUFFIX_FIRST if lower.endswith(s)), "")
 
 
-_SPECIAL_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_SPECIAL_KINDS = fsutil.SPECIAL_KINDS
 
 
 def _refuse_special_file(pattern: str, path: str) -> None:

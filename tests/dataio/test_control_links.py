@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from dataio import fs as fsutil
-from dataio import indexed, jsonl_sink, lock, manifest
+from dataio import dataset, indexed, jsonl_sink, lock, manifest
 from pipelines import tokenize
 
 VICTIM_TEXT = b"victim: must stay as it is\n"
 CONTROLS = ["_lock", "_temporary", "_commits", "_failures", "_errors", "metadata.json",
-            "_commits/holdout", "_failures/holdout"]
+            "holdout", "_commits/holdout", "_failures/holdout"]
 
 
 def _victim_file(tmp_path, name="victim.txt"):
@@ -43,6 +43,8 @@ def _state(path):
 def test_control_names_cover_the_records():
     assert {manifest.COMMITS_DIR, manifest.FAILURES_DIR, manifest.ERRORS_DIR,
             manifest.METADATA_FILE, lock.TEMPORARY_DIR, lock.LOCK_NAME} <= set(lock.CONTROL_NAMES)
+    # and the one folder of the output that shards are written to and deleted from
+    assert dataset.HOLDOUT_DIR in lock.CONTROL_NAMES
     assert sorted(lock.CONTROL_NAMES) == sorted(CONTROLS)
 
 
@@ -50,8 +52,8 @@ def test_control_names_cover_the_records():
 def test_lock_refuses_an_output_with_a_linked_control_name(tmp_path, name):
     out = tmp_path / "out"
     out.mkdir()
-    victim = _victim_dir(tmp_path) if name.startswith("_") and name != "_lock" \
-        else _victim_file(tmp_path)
+    victim = _victim_file(tmp_path) if name in ("_lock", "metadata.json") \
+        else _victim_dir(tmp_path)
     before = _state(victim)
     (out / name).parent.mkdir(exist_ok=True)
     os.symlink(victim, out / name)
@@ -186,6 +188,33 @@ def test_links_at_the_lock_metadata_or_a_control_folder_refuse_the_run(hf_tokeni
     assert len(errors) == 1 and "symbolic link" in errors[0] and "Traceback" not in err, err
     assert _state(victim) == before
     assert sorted(os.listdir(out)) == [name]
+
+
+@pytest.mark.slow
+def test_a_linked_holdout_folder_refuses_the_run(hf_tokenizer, tmp_path, capfd):
+    """holdout/ is where --holdout-fraction writes shards and deletes their stale versions: a
+    link there would write into, and delete from, the folder it points to (another user's)."""
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    (inp / "a.jsonl").write_bytes(ROWS)
+    out.mkdir()
+    victim = tmp_path / "victimtok"
+    victim.mkdir()
+    for suffix in (".bin", ".idx"):  # what a run would take for its own stale holdout shard
+        (victim / f"a_text_document_dc=1_sc=1_tc=1{suffix}").write_bytes(VICTIM_TEXT)
+    before = _state(victim)
+    os.symlink(victim, out / "holdout")
+    code = tokenize.run([f"--input={inp}", "--output", str(out), "--tokenizer-type",
+                         "HuggingFaceTokenizer", "--tokenizer-model", str(hf_tokenizer),
+                         "--log-interval", "0", "--append-eod", "--max-bad-fraction", "1",
+                         "--holdout-fraction", "0.5"])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "symbolic link" in errors[0] and "Traceback" not in err, err
+    assert str(out / "holdout") in errors[0]
+    assert _state(victim) == before
+    assert sorted(os.listdir(out)) == ["holdout"]
 
 
 def test_removing_temporaries_does_not_enter_a_linked_folder(tmp_path):
