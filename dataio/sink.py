@@ -236,7 +236,13 @@ class _FinalizeShardFn(beam.DoFn):
         final = fsutil.join(self._output, name)
         committed, _ = is_committed(self._output, shard, fingerprint)
         if not committed:
-            self._merge(parts, final, counts)
+            try:
+                self._merge(parts, final, counts)
+            except FileNotFoundError:
+                # a part gone: the run that took the output over (this one paused past its
+                # lease) removed this run's temporaries; say that, not the missing file
+                self._still_ours()
+                raise
             record = {"shard": shard, "name": name, "fingerprint": fingerprint,
                       "documents": counts.documents, "sequences": counts.sequences,
                       "tokens": counts.tokens, "input_bytes": input_bytes,
