@@ -66,9 +66,9 @@ def _shards(folder, stem):
     return sorted(n for n in os.listdir(folder) if n.startswith(f"{stem}_text_document_dc="))
 
 
-@pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_one_bad_file_fails_only_its_shards(case, hf_tokenizer, tmp_path, capfd):
-    name, make, reason = BAD_FILES[case]
+def _good_beside_bad(name, make, hf_tokenizer, tmp_path, capfd):
+    """A folder of a good input and a bad one (``make(path)``), tokenized: the run must fail
+    (exit 1) without a traceback. Returns (input folder, output folder, stderr)."""
     inp = tmp_path / "in"
     inp.mkdir()
     (inp / "good.jsonl").write_bytes(RAW)
@@ -77,6 +77,13 @@ def test_one_bad_file_fails_only_its_shards(case, hf_tokenizer, tmp_path, capfd)
     assert _run([inp], out, hf_tokenizer) == 1
     err = capfd.readouterr().err
     assert "Traceback" not in err, err
+    return inp, out, err
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_one_bad_file_fails_only_its_shards(case, hf_tokenizer, tmp_path, capfd):
+    name, make, reason = BAD_FILES[case]
+    inp, out, err = _good_beside_bad(name, make, hf_tokenizer, tmp_path, capfd)
     assert "FAILED bad_text_document" in err and reason in err
     good = _shards(out, "good")
     assert len(good) == 2 and f"_dc={len(ROWS)}_" in good[0]  # .bin and .idx, every document
@@ -130,14 +137,7 @@ def test_an_input_of_bad_records_only_fails_its_shards(case, hf_tokenizer, tmp_p
     one line naming the file and the line; the other input's shard commits. --max-bad-fraction
     1 commits it, empty, as before."""
     name, make, reason = ALL_BAD[case]
-    inp = tmp_path / "in"
-    inp.mkdir()
-    (inp / "good.jsonl").write_bytes(RAW)
-    make(inp / name)
-    out = tmp_path / "out"
-    assert _run([inp], out, hf_tokenizer) == 1
-    err = capfd.readouterr().err
-    assert "Traceback" not in err, err
+    inp, out, err = _good_beside_bad(name, make, hf_tokenizer, tmp_path, capfd)
     failed = [line for line in err.splitlines() if line.startswith("error: FAILED ")]
     assert len(failed) == 1, err
     assert failed[0].startswith(f"error: FAILED bad_text_document: {inp / name}: every record is "
