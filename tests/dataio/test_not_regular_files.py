@@ -27,8 +27,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SHARD = "x_text_document"
 
 
+def _address_space() -> int:
+    """This process's virtual size in bytes (what RLIMIT_AS counts)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def _child(conn, fn):
-    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    # 2 GiB more than the forked child starts with: a test session that has loaded Beam and the
+    # tokenizers already maps gigabytes of address space (threads' stacks, arenas, mmaps)
+    limit = _address_space() + (2 << 30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     out, err = io.StringIO(), io.StringIO()
     try:
         with redirect_stdout(out), redirect_stderr(err):
