@@ -336,37 +336,29 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     """``files``, where an input ``new`` to the output (no commit record of its own) is data
     the output already holds under another name, as its commit records say, not written twice:
 
-    - the same local file (device and inode) as a committed input that is still there under
-      its recorded name (a hard link or symlink made after that run, given alone): planned
-      under the recorded name, so its committed shards are kept (or redone under that name
-      when the file changed);
-    - else the same content (the content key of ``--verify-inputs``; not empty) as a committed
-      input (a renamed file, a copy) that is not an input of this run with other content now
-      (a backup of a file since edited is data the output will no longer hold): left out.
-
-    One line on stderr for each. Costs a read of each commit record (16 at a time) and a stat
+    the same local file (device and inode) as a committed input that is still there under its
+    recorded name (a hard link or symlink made after that run, given alone): planned under the
+    recorded name, so its committed shards are kept (or redone under that name when the file
+    changed). One line on stderr for each. Only the file's identity counts, never its content:
+    a copy is another input, as it is in a clean run (a resumed run must give what a clean run
+    over the same inputs gives; a corpus may hold equal files on purpose). Costs a read of each commit record (16 at a time) and a stat
     of each local input they name, only in a run that brings new local inputs to an output
     holding records (a rerun of the same command reads none)."""
     shards = sorted(r[:-len(".json")] for r in records if r.endswith(".json"))
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
         read = list(pool.map(lambda shard: manifest.read_commit_record(output, shard), shards))
     by_file: dict[object, tuple[str, str]] = {}  # file key -> (recorded input path, shard)
-    by_content: dict[str, tuple[str, str]] = {}
     seen: set[str] = set()  # recorded paths stat'ed (a shard and its holdout share one)
-    now = {f.path: hashes.get(f.path) for f in files}
     for shard, record in zip(shards, read):
         key = (record or {}).get("resume_key")
         given = key.get("input") if isinstance(key, dict) else None
         if not isinstance(given, list) or not given or not isinstance(given[0], str):
             continue  # older records keep no resume key
-        if isinstance(key.get("content"), str) and now.get(given[0], key["content"]) == \
-                key["content"]:
-            by_content.setdefault(key["content"], (given[0], shard))
         if given[0] not in seen and fsutil.is_local(given[0]):
             seen.add(given[0])
             by_file.setdefault(readers.file_key(given[0]), (given[0], shard))
     stems = {f.stem for f in files}
-    replaced: dict[str, readers.InputFile | None] = {}  # path -> planned as, or None: left out
+    replaced: dict[str, readers.InputFile] = {}  # path -> planned as
     for f in new:
         path, shard = by_file.get(readers.file_key(f.path), (f.path, ""))
         alias = dataclasses.replace(f, path=path)
@@ -378,18 +370,9 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
                     known[path] = known.pop(f.path)
             _say(f"inputs: {f.path} is the same file as {path}, whose shards --output {output} "
                  f"holds ({shard}): planned under that name, not written twice")
-            continue
-        content = hashes.get(f.path) if f.size else None  # empty files: no data twice
-        path, shard = by_content.get(content or "", (f.path, ""))
-        if path != f.path:
-            replaced[f.path] = None
-            _say(f"inputs: left out {f.path}: the same content as {path}, whose shards --output "
-                 f"{output} holds ({shard}); not written twice (tokenize it into another "
-                 "--output to keep both)")
     if not replaced:
         return files
-    kept = [replaced.get(f.path, f) for f in files]
-    return sorted((f for f in kept if f is not None), key=lambda f: f.path)
+    return sorted((replaced.get(f.path, f) for f in files), key=lambda f: f.path)
 
 
 def _say(line: str) -> None:

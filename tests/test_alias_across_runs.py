@@ -93,24 +93,13 @@ def test_an_alias_given_alone_is_planned_under_the_committed_name(hf_tokenizer, 
     assert [s["status"] for s in meta["shards"]] == ["skipped"]
 
 
-def test_a_renamed_input_is_not_written_again(hf_tokenizer, tmp_path, capfd):
-    """The same content (--verify-inputs' key) under a new name, the old name gone."""
-    inp, out, tokens = _first_run(tmp_path, hf_tokenizer, "file")
-    (inp / "other.jsonl").write_bytes(RAW[: len(RAW) // 2])  # new data: written
-    os.rename(inp / "v3.jsonl", inp / "v4.jsonl")
-    capfd.readouterr()
-    assert tokenize.run(_argv([inp], out, hf_tokenizer)) == 0
-    err = capfd.readouterr().err
-    said = [line for line in err.splitlines() if "not written twice" in line]
-    assert len(said) == 1 and "left out" in said[0] and "v4.jsonl" in said[0], err
-    assert _stems(out) == ["other", "v3"]
-
-
-def test_a_copy_under_a_new_name_is_kept_without_verify_inputs(hf_tokenizer, tmp_path):
-    """Without content keys only the file's identity counts: a copy is another file."""
+@pytest.mark.parametrize("verify", [[], ["--no-verify-inputs"]], ids=["verify", "no-verify"])
+def test_a_copy_under_a_new_name_is_another_input(hf_tokenizer, tmp_path, verify):
+    """Only the file's identity counts, never its content: a copy is written as a clean run
+    over the same inputs writes it (a rerun after a kill must equal a clean run)."""
     inp, out, _ = _first_run(tmp_path, hf_tokenizer, "file")
     shutil.copy(inp / "v3.jsonl", inp / "copy.jsonl")
-    assert tokenize.run(_argv([inp], out, hf_tokenizer, "--no-verify-inputs")) == 0
+    assert tokenize.run(_argv([inp], out, hf_tokenizer, *verify)) == 0
     assert _stems(out) == ["copy", "v3"]
 
 
