@@ -107,10 +107,12 @@ class _Workers:
         self._closing = True
 
     def ended(self, proc: subprocess.Popen, number: int) -> None:
-        """Called when worker ``number`` has ended. An exit status 0 is Beam stopping it; any
-        other end while the job runs ends the job: the other workers are killed (and waited
-        for, so nothing of theirs lands after the message) and the driver exits 1."""
-        if proc.returncode == 0 or self._closing:
+        """Called when worker ``number`` has ended. After :meth:`closing` that is Beam stopping
+        it; any end before, whatever its status (a signal, a crash, or even an exit 0: Beam
+        would wait for that worker's bundles for ever), ends the job: the other workers are
+        killed (and waited for, so nothing of theirs lands after the message) and the driver
+        exits 1."""
+        if self._closing:
             return
         with self._lock:
             if self._closing:
