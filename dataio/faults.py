@@ -24,6 +24,10 @@ once, at import, so an unset hook costs one global lookup and a compare per call
     Pause instead of kill: the N-th hit (only that one) SIGSTOPs the job's process group, as a
     frozen VM or a long network partition would stall it; a SIGCONT from outside resumes it
     there (the lost-lease tests take the output over meanwhile).
+``TOKENBEAM_FAULT_SIGNAL=EXIT``
+    With ``TOKENBEAM_FAULT_SCOPE=process``: the process that makes the N-th hit exits with
+    status 0 there, as a worker whose code called ``sys.exit`` would (the driver must not take
+    that for the end of its work).
 ``TOKENBEAM_FAULT_SCOPE=process``
     Kill only the process that reaches the checkpoint, not its group: one ``--workers N``
     worker killed alone, as the OOM killer does (the driver must notice, see
@@ -76,8 +80,9 @@ def _parse(spec: str | None) -> tuple[str, int] | None:
 
 _TARGET = _parse(os.environ.get(FAULT_ENV))
 _PAUSE = os.environ.get(SIGNAL_ENV, "KILL").upper() == "STOP"
-if os.environ.get(SIGNAL_ENV, "KILL").upper() not in ("KILL", "STOP"):
-    raise ValueError(f"{SIGNAL_ENV}={os.environ[SIGNAL_ENV]!r}: expected KILL or STOP")
+_EXIT = os.environ.get(SIGNAL_ENV, "KILL").upper() == "EXIT"
+if os.environ.get(SIGNAL_ENV, "KILL").upper() not in ("KILL", "STOP", "EXIT"):
+    raise ValueError(f"{SIGNAL_ENV}={os.environ[SIGNAL_ENV]!r}: expected KILL, STOP or EXIT")
 _COUNTER = os.environ.get(COUNTER_ENV) or None
 _TRACE = os.environ.get(TRACE_ENV) or None
 _TRUNCATE = os.environ.get(TRUNCATE_ENV) or None
@@ -126,6 +131,8 @@ def _reached(name: str) -> None:
             _signal_job(signal.SIGSTOP)
     elif _ALONE:
         if hits == _TARGET[1]:
+            if _EXIT:
+                os._exit(0)
             os.kill(os.getpid(), signal.SIGKILL)
     elif hits >= _TARGET[1]:
         kill_job()

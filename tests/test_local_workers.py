@@ -246,3 +246,26 @@ def test_killed_worker_ends_the_job_with_one_line(setup, picks, index, tmp_path)
     assert fi.shard_files(output) == setup.reference, f"{where}: the rerun differs"
     assert not fi.leftovers(output), f"{where}: {fi.leftovers(output)}"
 
+
+
+def test_a_worker_that_exits_0_mid_job_ends_it_with_one_line(setup, tmp_path):
+    """A worker that ends with status 0 before the runner stops its workers (its code called
+    sys.exit, say) is a death too: Beam would wait for its bundles for ever. One line, exit 1,
+    nothing half-done committed, and the rerun equals a clean run."""
+    output = str(tmp_path / "out")
+    cmd = fi.job_command(setup.corpus, output, setup.tokenizer, workers=2)
+    env = fi._env(**{faults.FAULT_ENV: "sink.part_written:2", faults.SCOPE_ENV: "process",
+                     faults.SIGNAL_ENV: "EXIT", faults.COUNTER_ENV: output + ".hits"})
+    proc, err = _start(cmd, env)
+    stderr = _finish(proc, err)
+    assert proc.returncode == 1, stderr
+    lines = _user_lines(stderr)
+    assert len(lines) == 1, lines
+    assert re.match(r"^error: worker [12] of 2 \(pid \d+\) exited with status 0; its last work "
+                    r"item: reading .+; the other workers were stopped; rerun the same command "
+                    r"to resume$", lines[0]), lines[0]
+    assert not fi.inspect_killed(output)[0]
+    status, rerun_err = fi.run(fi.job_command(setup.corpus, output, setup.tokenizer, workers=2),
+                               env=fi._env(), timeout=JOB_TIMEOUT)
+    assert status == 0, rerun_err
+    assert fi.shard_files(output) == setup.reference
