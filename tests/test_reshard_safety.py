@@ -236,3 +236,21 @@ def test_an_unfinished_commit_recorded_by_an_earlier_version_is_still_rolled_bac
     assert "1 of 2 shard(s) had been renamed" in jsonl_sink.recover(str(out))
     assert sorted(os.listdir(out)) == [jsonl_sink.MANIFEST_NAME]
     assert json.loads((out / jsonl_sink.MANIFEST_NAME).read_text())["complete"]
+
+
+# -- a dying worker names what it was doing ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_dying_reshard_worker_names_its_last_work_item(tmp_path):
+    """reshard --workers 2 with one worker killed in its write pass: the one line names the
+    shard and inputs it was writing (not "it had taken no work yet"); nothing is committed."""
+    inputs, out = _corpus(tmp_path / "in"), tmp_path / "out"
+    proc = _cli([*_args(inputs, out, "--target-size", "20KB"), "--workers", "2"],
+                env={"TOKENBEAM_FAULT": "reshard.before_write:1", "TOKENBEAM_FAULT_SCOPE": "process",
+                     "TOKENBEAM_FAULT_COUNTER": str(tmp_path / "hits")})
+    status, _, err = _finished(proc)
+    assert status == 1, err
+    line = _one_line(err, "was killed by SIGKILL")
+    assert "its last work item: writing shard " in line and str(inputs) in line, line
+    assert not [n for n in os.listdir(out) if n.endswith(".jsonl")] if out.exists() else True

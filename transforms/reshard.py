@@ -52,7 +52,7 @@ import orjson
 
 from dataio import errors, faults
 from dataio import fs as fsutil
-from dataio import jsonl_sink, naming, readers
+from dataio import jsonl_sink, naming, readers, workers
 
 FIELD_FLAGS = ("language", "domain", "subdomain")
 SPLIT = "split"
@@ -471,6 +471,7 @@ def commit_shards(results: list[WrittenFile], plan: CommitPlan) -> list[dict]:
 
 class _MeasureFn(beam.DoFn):
     def process(self, source: Source):
+        workers.note_work(f"measuring {source.path}")  # for the driver, should this worker die
         yield measure_or_fail(source)
 
 
@@ -480,6 +481,9 @@ class _WriteShardFn(beam.DoFn):
         self._compression = compression
 
     def process(self, task: ShardTask):
+        inputs = sorted({p.path for p in task.pieces})
+        workers.note_work(f"writing shard {task.task_id} from {', '.join(inputs[:3])}"
+                          + (f" and {len(inputs) - 3} more" if len(inputs) > 3 else ""))
         yield write_shard(task, temp_dir=self._temp_dir, compression=self._compression)
 
 
