@@ -334,7 +334,8 @@ def _container_never_checked(where: str) -> ContainerMissingError | None:
     if loc is None or not loc.container:
         return None
     checked = {scope for scope, _ in STATE.current_plan().chosen} | set(STATE.resolved)
-    if loc.scope in checked:
+    # By container name: an endpoint's URL may not name its account as the command line did.
+    if any(scope.rpartition("/")[2] == loc.container for scope in checked):
         return None
     return container_missing(loc.account, loc.container, where)
 

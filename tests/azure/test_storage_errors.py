@@ -121,6 +121,8 @@ def test_a_container_never_seen_is_missing_not_gone_mid_run():
     assert message.startswith("container 'nocontainer' does not exist in account acct"), message
     assert "az storage container create" in message and errors.RESUME_HINT not in message
     assert "SECRET" not in message
+    STATE.resolved["acct/other"] = ("connection-string", {})   # another container: still missing
+    assert errors.describe(gone(url))[1] == 2
     STATE.resolved["acct/nocontainer"] = ("connection-string", {})   # checked at the start
     message, status = errors.describe(gone(url))
     assert status == 1 and message.startswith("container gone mid-run"), message
