@@ -15,7 +15,8 @@ Contract:
   and checks each one up front with one request, retries off and short timeouts; a method the
   service rejects is reported and the next one tried. With none left it raises
   :class:`AzureCredentialError` within seconds, listing every method tried and how to provide
-  one. It returns an :class:`~dataio.azure.state.AzurePlan` to hand to workers.
+  one (a SAS past its ``se=`` expiry named first). A container that does not exist raises
+  :func:`dataio.azure.storage_errors.container_missing` (exit 2) at once. It returns an :class:`~dataio.azure.state.AzurePlan` to hand to workers.
 - :func:`prepare_argv` is the first thing a job runs: secret flags leave argv
   (:func:`dataio.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
   A secret given on the command line is readable by every local user (``ps``,
@@ -42,6 +43,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from dataio import redact as redactor
+from dataio.azure import storage_errors
 from dataio.errors import ConfigError
 from dataio.azure.state import DEFAULT_BLOCK_SIZE, METHODS, STATE, AzurePlan
 from dataio.azure.urls import (AZURE_PROTOCOLS, AzureLocation, AzurePathError,
@@ -365,6 +367,9 @@ def _resolve(loc: AzureLocation, *, check: bool) -> dict[str, Any]:
             options = _storage_options(loc, method, secret)
             if check:
                 problem = _probe(loc, method, options)
+                expired = storage_errors.expired_sas([secret]) if method == "sas" else None
+                if problem is not None and expired:
+                    problem = f"SAS rejected: it expired at {expired} ({problem})"
                 if problem is not None:
                     tried.append((method, problem))
                     continue
@@ -414,8 +419,9 @@ def _probe(loc: AzureLocation, method: str, options: dict[str, Any]) -> str | No
             next(iter(container.list_blobs(name_starts_with=prefix or None,
                                            results_per_page=1).by_page()), None)
             return None
-        except ResourceNotFoundError:
-            return None   # the container does not exist yet: the credential was accepted
+        except ResourceNotFoundError as error:
+            _container_must_exist(loc, error)
+            return None   # the credential was accepted
         except HttpResponseError as error:
             if error.status_code != 403 or "PermissionMismatch" not in str(error.error_code) \
                     and "ResourceTypeMismatch" not in str(error.error_code):
@@ -424,8 +430,8 @@ def _probe(loc: AzureLocation, method: str, options: dict[str, Any]) -> str | No
         # on the path itself tells an accepted credential (200/404) from a rejected one.
         try:
             container.get_blob_client(prefix or "_").get_blob_properties()
-        except ResourceNotFoundError:
-            pass
+        except ResourceNotFoundError as error:
+            _container_must_exist(loc, error)
         except HttpResponseError as error:
             if error.status_code == 403 and "PermissionMismatch" in str(error.error_code):
                 return None   # accepted; what it may do is checked by the operation itself
@@ -440,8 +446,18 @@ def _probe(loc: AzureLocation, method: str, options: dict[str, Any]) -> str | No
         code = error.error_code or error.status_code
         return f"rejected by the service ({code}): " + \
             _first_lines(redactor.redact(str(error.reason or error.message)), 1)
+    except storage_errors.ContainerMissingError:
+        raise   # no credential would help (a ValueError, as ConfigError is)
     except ValueError as error:   # malformed connection string or SAS
         return "unusable: " + _first_lines(redactor.redact(str(error)), 1)
+
+
+def _container_must_exist(loc: AzureLocation, error) -> None:
+    """A 404 to the probe: the credential was accepted, but a container that does not exist is
+    a configuration error now (no rerun would help, nor is it ever "gone mid-run")."""
+    if str(getattr(error.error_code, "value", error.error_code)) == "ContainerNotFound":
+        raise storage_errors.container_missing(loc.account, loc.container,
+                                               strip_sas(loc.url())) from None
 
 
 def _first_lines(text: str, n: int) -> str:
@@ -451,7 +467,12 @@ def _first_lines(text: str, n: int) -> str:
 
 
 def _failure_message(loc: AzureLocation, tried: list[tuple[str, str]]) -> str:
-    lines = [f"No working Azure credential for {redactor.redact(loc.url())} "
+    # An expired SAS is the cause to name first (the list below says it too).
+    expired = [outcome.split(" (", 1)[0] for method, outcome in tried
+               if method == "sas" and outcome.startswith("SAS rejected: it expired at ")]
+    cause = f"{expired[0]}: give a valid SAS (AZURE_STORAGE_SAS_TOKEN, --azure-sas-token-file " \
+        "or the URL's ?query). " if expired else ""
+    lines = [f"{cause}No working Azure credential for {redactor.redact(loc.url())} "
              f"(account '{loc.account}', container '{loc.container}'). Tried, in order:"]
     for i, (method, outcome) in enumerate(tried, 1):
         lines.append(f"  {i}. {METHOD_TITLES[method]}: {redactor.redact(outcome)}")

@@ -14,7 +14,10 @@ Contract:
   into lines) maps what the Azure SDK, aiohttp or adlfs raise to a one-line
   :class:`StorageError`: the credential rejected (a SAS: "SAS rejected: expired?"), access
   refused (403), a container or blob gone (404), the service failing (5xx), unreachable. Each
-  ends with :data:`dataio.errors.RESUME_HINT`. :func:`classify_text` does the same for a
+  ends with :data:`dataio.errors.RESUME_HINT`. A container is "gone mid-run" only when this run
+  checked it at its start; else it never existed: :func:`container_missing`, a
+  :class:`~dataio.errors.ConfigError` (exit 2), also what the start's credential check raises.
+  :func:`expired_sas` is the one reader of a SAS's expiry (mid-run and at the start). :func:`classify_text` does the same for a
   worker's exception that reaches the driver as text only.
 
 Importing this module imports no Azure SDK.
@@ -53,6 +56,10 @@ class StorageAccessError(StorageError):
 
 class StorageMissingError(StorageError):
     """A container or blob the run was using is gone (404)."""
+
+
+class ContainerMissingError(errors.ConfigError):
+    """A container named by the command line does not exist (exit status 2)."""
 
 
 def _env_number(name: str, default: float, kind=float) -> float:
@@ -232,15 +239,18 @@ def _uses_sas() -> bool:
 _REJECTED = ("AuthenticationFailed", "InvalidAuthenticationInfo", "AuthorizationFailure")
 
 
-def _expired_sas() -> str | None:
-    """The expiry (``se=``) of a SAS this process uses that is in the past, if any."""
+def expired_sas(tokens=None) -> str | None:
+    """The expiry (``se=``) of a SAS in ``tokens`` (default: every SAS this process uses) that
+    is in the past, if any."""
     import datetime as dt
     from urllib.parse import parse_qs
 
     from dataio.azure.state import STATE
 
     now = dt.datetime.now(dt.timezone.utc)
-    for sas in [*STATE.secrets.sas_by_scope.values(), os.environ.get("AZURE_STORAGE_SAS_TOKEN")]:
+    if tokens is None:
+        tokens = [*STATE.secrets.sas_by_scope.values(), os.environ.get("AZURE_STORAGE_SAS_TOKEN")]
+    for sas in tokens:
         if not sas:
             continue
         expiry = (parse_qs(sas.lstrip("?")).get("se") or [None])[0]
@@ -254,7 +264,7 @@ def _expired_sas() -> str | None:
 
 
 def _message(kind: str, *, status: int | None, code: str | None, detail: str,
-             where: str) -> StorageError | None:
+             where: str) -> errors.TokenbeamError | None:
     """The one-line error for a storage fault of ``kind`` ("auth", "http", "unreachable")."""
     from dataio import redact
 
@@ -273,7 +283,7 @@ def _message(kind: str, *, status: int | None, code: str | None, detail: str,
     if kind == "auth" or status in (401, 403):
         sas = _uses_sas()
         if code in (None, *_REJECTED) or kind == "auth":
-            expired = _expired_sas() if sas else None
+            expired = expired_sas() if sas else None
             cause = (f"SAS rejected: it expired at {expired}" if expired else
                      "SAS rejected: expired?" if sas else
                      "credential rejected: key rotated or token expired?")
@@ -284,6 +294,10 @@ def _message(kind: str, *, status: int | None, code: str | None, detail: str,
         fix = _SAS_HINT if sas else "give a credential that may do this"
         return StorageAccessError(f"{cause} (storage said {label}{at}: {detail}); {fix}, then "
                                   f"{errors.RESUME_HINT}")
+    if status == 404 and code == "ContainerNotFound":
+        missing = _container_never_checked(where)
+        if missing is not None:
+            return missing
     if status == 404 and code in ("ContainerNotFound", "BlobNotFound", "ResourceNotFound"):
         return StorageMissingError(
             f"{'container' if code == 'ContainerNotFound' else 'blob'} gone mid-run (storage "
@@ -292,6 +306,38 @@ def _message(kind: str, *, status: int | None, code: str | None, detail: str,
         return StorageError(f"storage failing (storage said {label}{at}: {detail}) after "
                             f"retries; {errors.RESUME_HINT} once it recovers")
     return None
+
+
+def container_missing(account: str | None, container: str,
+                      url: str = "") -> ContainerMissingError:
+    """The error for a container that does not exist (a configuration error: a rerun cannot
+    help); ``url``: the path that names it."""
+    from dataio import redact
+
+    account = account or "?"
+    at = f" ({redact.redact(url)})" if url else ""
+    return ContainerMissingError(
+        f"container '{container}' does not exist in account {account}{at}: create it (az storage "
+        f"container create --name {container} --account-name {account}) or fix the path "
+        "(--input, --output or the tokenizer's)")
+
+
+def _container_never_checked(where: str) -> ContainerMissingError | None:
+    """For a 404 ContainerNotFound at ``where``: the configuration error when this run never saw
+    that container exist (it was not checked at the start, see
+    :func:`dataio.azure.credentials.configure_from_options`); None when it did (or ``where``
+    names no container): it is then gone mid-run."""
+    from dataio.azure.state import STATE
+    from dataio.azure.urls import parse
+
+    loc = parse(where) if where else None
+    if loc is None or not loc.container:
+        return None
+    checked = {scope for scope, _ in STATE.current_plan().chosen} | set(STATE.resolved)
+    # By container name: an endpoint's URL may not name its account as the command line did.
+    if any(scope.rpartition("/")[2] == loc.container for scope in checked):
+        return None
+    return container_missing(loc.account, loc.container, where)
 
 
 def _where(exc) -> str:
@@ -305,7 +351,7 @@ def _where(exc) -> str:
     return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
-def classify(exc: BaseException) -> StorageError | None:
+def classify(exc: BaseException) -> errors.TokenbeamError | None:
     """The one-line error for an exception of the Azure SDK, aiohttp or adlfs; None when it is
     not a storage fault this module knows."""
     if isinstance(exc, StorageError):
@@ -337,7 +383,7 @@ _CODE_STATUS = {"AuthenticationFailed": 403, "AuthorizationFailure": 403,
                 "ServerBusy": 503, "InternalError": 500, "OperationTimedOut": 500}
 
 
-def classify_text(name: str, message: str, text: str) -> StorageError | None:
+def classify_text(name: str, message: str, text: str) -> errors.TokenbeamError | None:
     """:func:`classify` for an exception known only as a ``module.Class: message`` line of a
     worker's traceback (``text`` is the whole text, where the service's error code follows)."""
     cls = name.rpartition(".")[2]

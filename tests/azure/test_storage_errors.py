@@ -98,3 +98,31 @@ def test_an_outage_is_announced_when_retrying_starts_and_while_it_lasts(capsys, 
                                "answering after "), lines
     assert lines[2].startswith("note: storage at acct.blob.core.windows.net answering again")
     assert len(lines) == 3
+
+
+def test_a_container_never_seen_is_missing_not_gone_mid_run():
+    """A 404 ContainerNotFound says "gone mid-run" only for a container this run checked at its
+    start; one it never saw is a configuration error (exit 2), which a rerun cannot fix."""
+    from types import SimpleNamespace
+
+    from azure.core.exceptions import HttpResponseError
+
+    from dataio.azure.state import STATE
+
+    def gone(url):
+        error = HttpResponseError(message="The specified container does not exist.")
+        error.status_code, error.error_code = 404, "ContainerNotFound"
+        error.response = SimpleNamespace(request=SimpleNamespace(url=url))
+        return error
+
+    url = "https://acct.blob.core.windows.net/nocontainer/out/.probe-1?sig=SECRET"
+    message, status = errors.describe(gone(url))
+    assert status == 2, message
+    assert message.startswith("container 'nocontainer' does not exist in account acct"), message
+    assert "az storage container create" in message and errors.RESUME_HINT not in message
+    assert "SECRET" not in message
+    STATE.resolved["acct/other"] = ("connection-string", {})   # another container: still missing
+    assert errors.describe(gone(url))[1] == 2
+    STATE.resolved["acct/nocontainer"] = ("connection-string", {})   # checked at the start
+    message, status = errors.describe(gone(url))
+    assert status == 1 and message.startswith("container gone mid-run"), message

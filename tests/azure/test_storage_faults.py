@@ -19,6 +19,7 @@ from dataio import azure, errors, log
 from dataio import lock as output_lock
 from pipelines import tokenize
 from pipelines import validate
+from tests.azure.conftest import ACCOUNT, DEV_KEY
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -264,3 +265,48 @@ def test_lease_messages_reach_tokenbeams_log():
     from dataio.azure import lease
 
     assert lease._LOG.name.startswith(log.ROOT_NAME + ".")
+
+
+# --- the start of a run: a wrong container, a SAS already expired ------------------------------
+
+
+def _start(argv, env) -> tuple[int, str]:
+    done = subprocess.run([sys.executable, "-m", "pipelines.tokenize", *argv], cwd=ROOT, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          timeout=HANG)
+    return done.returncode, done.stderr
+
+
+@pytest.mark.parametrize("which", ["output", "input"])
+def test_a_container_that_does_not_exist_is_a_configuration_error(azurite, container, corpus_dir,
+                                                                    hf_tokenizer, which):
+    """A wrong container name fails at the start, exit 2, saying it does not exist (not "gone
+    mid-run, rerun": a rerun cannot help)."""
+    output = azurite.url("nocontainer" if which == "output" else container, "out")
+    inputs = azurite.url("nocontainer", "in/*.jsonl") if which == "input" else corpus_dir
+    status, stderr = _start(_argv(inputs, output, hf_tokenizer),
+                            _env(AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string))
+    line = _one_error_line(stderr)
+    assert status == 2, stderr[-3000:]
+    assert line.startswith(f"error: container 'nocontainer' does not exist in account {ACCOUNT} "
+                           f"({azurite.url('nocontainer')}/"), line
+    assert "az storage container create --name nocontainer" in line, line
+    assert "mid-run" not in line and errors.RESUME_HINT not in line, line
+    assert not azurite.service().get_container_client("nocontainer").exists()
+
+
+def test_a_sas_expired_before_the_start_says_when(azurite, container, corpus_dir, hf_tokenizer):
+    """A SAS whose expiry (se=) has passed is named as the cause, with its expiry, up front."""
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    expiry = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - dt.timedelta(hours=1)
+    sas = generate_container_sas(ACCOUNT, container, account_key=DEV_KEY, expiry=expiry,
+                                 permission=ContainerSasPermissions(read=True, write=True,
+                                                                    list=True, create=True))
+    status, stderr = _start(_argv(corpus_dir, f"{azurite.url(container, 'out')}?{sas}",
+                                  hf_tokenizer), _env())
+    line = _one_error_line(stderr)
+    assert status == 2, stderr[-3000:]
+    assert line.startswith(f"error: SAS rejected: it expired at "
+                           f"{expiry.strftime('%Y-%m-%dT%H:%M:%SZ')}: give a valid SAS"), line
+    assert "sig=" not in stderr
