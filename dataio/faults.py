@@ -67,6 +67,12 @@ RESHARD_POINTS = (
     "reshard.between_renames",    # reshard's commit: a shard renamed into place, maybe not all
 )
 
+# Reached once per run by the process that takes the output's lock (not a shard's path, so not
+# in POINTS): the lost-lease tests pause a run there, before it removes or writes anything.
+LOCK_POINTS = (
+    "tokenize.locked",            # the output's lock just taken; take-over clean-up not yet done
+)
+
 
 def _parse(spec: str | None) -> tuple[str, int] | None:
     if not spec:

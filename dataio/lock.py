@@ -35,13 +35,19 @@ unlocked, with a warning.
 
 A lease can run out under a live run that was paused, and another run may then take the output
 over. So on Azure every commit (a commit record, a failure record, the removal of a shard's stale
-files, metadata.json) first renews the lease by its id (:class:`OutputGuard`, which workers
-carry: they are other processes); a run whose lease was taken stops with
-:class:`OutputLostError`, committing nothing more. What remains: a commit request sent within a
-lease period (60 s) of a successful renewal is safe, because no other run can take the lease
-before it expires; only a pause of more than 60 s falling between the renewal and the request
-right after it (milliseconds apart) could still commit after a take-over. No condition on one
-blob can be made to depend on the lease of another, so that window cannot be closed on Azure.
+files, metadata.json) and every other deletion or write made in the output once the lock is
+taken (the take-over's removal of ``_temporary/``, the removal of the records, error reports
+and temporaries of the shards a run redoes, ``_errors/``, a run's removal of its own
+temporaries) first renews the lease by its id (:class:`OutputGuard`, which workers carry: they
+are other processes; a batch of deletions renews once per :data:`RENEW_EVERY` seconds, see
+:func:`renewing`); a run whose lease was taken stops with :class:`OutputLostError`, touching
+nothing more. Only the parts a run writes under its own ``_temporary/{run id}/`` go unchecked
+(nobody else reads or removes them; the next take-over does). What remains: a request sent
+within a lease period (60 s) of a successful renewal is safe, because no other run can take the
+lease before it expires; only a pause of more than 60 s falling between the renewal and the
+request right after it (milliseconds apart, at most :data:`RENEW_EVERY` s in a batch) could
+still delete or commit after a take-over. No condition on one blob can be made to depend on the
+lease of another, so that window cannot be closed on Azure.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import json
 import os
 import socket
 import sys
+import time
 import uuid
 
 from dataio import errors
@@ -209,6 +216,28 @@ class OutputGuard:
             azure.renew_lease(self.lock_url, self.lease_id)
         except azure.LeaseLostError as lost:
             raise OutputLostError(lost_message(self.output, self.run_id, lost)) from None
+
+
+RENEW_EVERY = 15.0  # seconds: a quarter of the 60 s lease
+
+
+def renewing(guard: OutputGuard | None, *, every: float = RENEW_EVERY):
+    """A check to call before each deletion or write of a batch (a take-over's clean-up, the
+    removals before a run): renews the lease (:meth:`OutputGuard.verify`) the first time and
+    then whenever the last renewal is ``every`` seconds old, so every request of the batch goes
+    out within a lease period of a renewal for one request per ``every`` seconds, not one per
+    file. A no-op without a guard (a local flock, or no lock)."""
+    last = None
+
+    def check() -> None:
+        nonlocal last
+        if guard is None:
+            return
+        if last is None or time.monotonic() - last >= every:
+            guard.verify()
+            last = time.monotonic()
+
+    return check
 
 
 def _last_finished(output: str) -> dict:

@@ -338,8 +338,9 @@ class WriteShards(beam.PTransform):
 
 
 class _WriteErrorsFn(beam.DoFn):
-    def __init__(self, output: str, storage=None):
+    def __init__(self, output: str, storage=None, guard=None):
         self._output, self._storage = output, storage
+        self._guard = guard  # dataio.lock.OutputGuard: written only while the output is ours
 
     def setup(self):
         if self._storage is not None:
@@ -349,18 +350,22 @@ class _WriteErrorsFn(beam.DoFn):
         stem, reports = element
         reports = sorted(reports, key=lambda r: r.offset)
         lines = "".join(json.dumps(r.as_json(), ensure_ascii=False) + "\n" for r in reports)
+        if self._guard is not None:
+            self._guard.verify()
         fsutil.write_bytes_atomic(errors_path(self._output, stem), lines.encode("utf-8"))
         BAD_RECORDS.inc(len(reports))
         yield stem, len(reports)
 
 
 class WriteErrors(beam.PTransform):
-    """(stem, BadRecordReport) -> ``{output}/_errors/{stem}.jsonl`` sorted by offset."""
+    """(stem, BadRecordReport) -> ``{output}/_errors/{stem}.jsonl`` sorted by offset, each
+    written only while the output is still ours (``guard``: as for :class:`WriteShards`)."""
 
-    def __init__(self, output: str, *, storage=None):
+    def __init__(self, output: str, *, storage=None, guard=None):
         super().__init__()
-        self._output, self._storage = output, storage
+        self._output, self._storage, self._guard = output, storage, guard
 
     def expand(self, errors):
         return (errors | "GroupErrors" >> beam.GroupByKey()
-                | "WriteErrorFiles" >> beam.ParDo(_WriteErrorsFn(self._output, self._storage)))
+                | "WriteErrorFiles" >> beam.ParDo(
+                    _WriteErrorsFn(self._output, self._storage, self._guard)))

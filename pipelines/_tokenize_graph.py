@@ -66,7 +66,8 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
         max_bad_fraction=job.config.max_bad_fraction)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
-                      | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage))
+                      | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage,
+                                                           guard=job.guard))
     if finish_argv is not None:
         # After every shard (one element once all are done) and every error file (side input).
         (results | "AllShardsDone" >> beam.combiners.Count.Globally()

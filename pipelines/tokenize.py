@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from dataio import azure, errors, indexed, log, manifest, workers
+from dataio import azure, errors, faults, indexed, log, manifest, workers
 from dataio import fs as fsutil
 from dataio import lock as output_lock
 from dataio.redact import install_logging_filter, redact, redact_argv
@@ -103,18 +103,25 @@ def build(pipeline, job: Job, *, storage=None, finish_argv=None):
                                  started=_now())
 
 
-def prepare_output(job: Job) -> None:
-    """Before the pipeline: clear the records and temporaries of the shards this run redoes."""
+def prepare_output(job: Job, *, guard=None) -> None:
+    """Before the pipeline: clear the records and temporaries of the shards this run redoes,
+    each removal only while the output is still ours (``guard``: the lock's OutputGuard, by
+    default ``job.guard``; see dataio/lock.py)."""
     io = opts.flags(job.options)
+    ours = output_lock.renewing(guard or job.guard)
     for s in job.to_process:
         if io.overwrite:
+            ours()
             fsutil.remove(manifest.commit_record_path(job.output, s.shard))
+        ours()
         fsutil.remove(manifest.failure_record_path(job.output, s.shard))
     for stem in {s.stem for s in job.to_process}:
+        ours()
         fsutil.remove(manifest.errors_path(job.output, stem))
     # Temporaries an interrupted run left beside the final files of the shards we redo.
     bases = tuple("." + os.path.basename(s.shard) + "_" for s in job.to_process)
     for folder in {os.path.dirname(s.shard) for s in job.to_process}:
+        ours()
         fsutil.remove_temporaries(
             fsutil.join(job.output, folder) if folder else job.output,
             is_temporary=lambda p: indexed.is_temporary_name(p)
@@ -273,6 +280,9 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
                   output_lock.describe_detached(hold))
     if not held.exclusive:
         return
+    # A run paused right after taking the lock may have lost it since to a run now writing
+    # there: its temporaries are not ours to remove (dataio/lock.py).
+    held.verify()
     left = output_lock.describe_temporaries(output)
     removing = f"; removing the temporaries of {left}" if left else ""
     if held.stale:
@@ -329,6 +339,7 @@ def _run(argv) -> int:
     run_id = output_lock.new_run_id()
     # The lock comes before the plan: what is committed must not change while we decide.
     with lock_output(options, argv, run_id=run_id) as held:
+        faults.checkpoint("tokenize.locked")
         take_over(io.output, held)
         job = plan(options, checked=True)
         job.run_id, job.guard = run_id, held.guard()
@@ -337,22 +348,29 @@ def _run(argv) -> int:
         except BaseException as exc:
             # Failed or interrupted: this run's parts are of no use to the next; removing them
             # may fail too (storage down), but the first error is the one to report.
-            _remove_own_temporaries(io.output, run_id, failed=True)
+            if not isinstance(exc, output_lock.OutputLostError):
+                _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=True)
             space = space_error(exc, io.output) if isinstance(exc, Exception) else None
             if space is not None:
                 raise space from None
             raise
-        _remove_own_temporaries(io.output, run_id, failed=False)
+        _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=False)
         return status
 
 
-def _remove_own_temporaries(output: str, run_id: str, *, failed: bool) -> None:
+def _remove_own_temporaries(output: str, run_id: str, *, guard, failed: bool) -> None:
+    """Only while the output is ours: an empty ``_temporary/`` removed on object storage takes
+    with it whatever another run has just written there."""
     try:
+        if guard is not None:
+            guard.verify()
         fsutil.remove_tree(manifest.temporary_dir(output, run_id))
         _remove_if_empty(manifest.temporary_dir(output))
     except Exception as exc:  # noqa: BLE001
         if not failed:
             raise
+        if isinstance(exc, output_lock.OutputLostError):
+            return  # the first error is the one to report; the next take-over removes them
         _LOG.warning("could not remove this run's temporaries (%s); the next run removes them",
                      errors.cause(exc))
 

@@ -463,7 +463,7 @@ def _submit(args, cfg: dict) -> int:
         if not job.to_process:
             results = tokenize.finish(job, argv, started=started)
             return tokenize.report(job, results, seconds=time.monotonic() - t0)
-        tokenize.prepare_output(job)
+        tokenize.prepare_output(job, guard=held.guard())  # only while the lease is ours
         where = cfg["master"] if cfg["kind"] == "spark" else batches_url(cfg)
         output_lock.hold_detached(io.output, run_id, {"runner": cfg["kind"], "cluster": where,
                                                       HELD_BATCHES_KEY: None})

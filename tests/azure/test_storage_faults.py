@@ -134,6 +134,86 @@ def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container,
     assert validate.run([output]) == 0
 
 
+def _blobs(azurite, container, prefix):
+    client = azurite.service().get_container_client(container)
+    return {b.name: b.etag for b in client.list_blobs(name_starts_with=prefix)}
+
+
+def _paused_right_after_locking(azurite, container, corpus_dir, hf_tokenizer, tmp_path, *extra):
+    """Run A, paused just after it took the output's lock (before any clean-up), whose lease is
+    then broken (as expiry would): returns (A, its run id)."""
+    output = azurite.url(container, "out")
+    env = _env(AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string,
+               TOKENBEAM_FAULT="tokenize.locked:1", TOKENBEAM_FAULT_SIGNAL="STOP")
+    a = _start_paused([sys.executable, "-m", "pipelines.tokenize",
+                       *_argv(corpus_dir, output, hf_tokenizer), *extra], env, tmp_path / "a.err")
+    lock_blob = azurite.service().get_blob_client(container, "out/_lock")
+    a_run = json.loads(lock_blob.download_blob().readall())["run_id"]
+    from azure.storage.blob import BlobLeaseClient
+    BlobLeaseClient(lock_blob).break_lease(lease_break_period=0)
+    return a, a_run
+
+
+def _lost_and_touched_nothing(tmp_path, status, a_run):
+    stderr = (tmp_path / "a.err").read_text()
+    line = _one_error_line(stderr)
+    assert status == 1, stderr[-3000:]
+    assert "lost the output's lease to run " in line and a_run in line, line
+    assert "removing the temporaries" not in stderr, stderr[-3000:]
+
+
+def test_run_that_lost_its_lease_leaves_the_taking_runs_temporaries(azurite, container,
+                                                                   corpus_dir, hf_tokenizer,
+                                                                   tmp_path, monkeypatch):
+    """Run A pauses right after taking the lock; its lease is broken; run B takes over and
+    pauses before its first commit record; A resumes: it stops with one line and removes none of
+    B's temporaries (it used to remove them all, and B failed on a missing part); B finishes."""
+    output = azurite.url(container, "out")
+    a, a_run = _paused_right_after_locking(azurite, container, corpus_dir, hf_tokenizer,
+                                           tmp_path)
+    try:
+        env = _env(AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string,
+                   TOKENBEAM_FAULT="sink.before_commit_record:1", TOKENBEAM_FAULT_SIGNAL="STOP",
+                   TOKENBEAM_FAULT_COUNTER=str(tmp_path / "b.hits"))
+        b = _start_paused([sys.executable, "-m", "pipelines.tokenize",
+                           *_argv(corpus_dir, output, hf_tokenizer)], env, tmp_path / "b.err")
+        try:
+            temporaries = _blobs(azurite, container, "out/_temporary/")
+            assert temporaries
+            status = _resume(a)
+            assert _blobs(azurite, container, "out/_temporary/") == temporaries
+        finally:
+            b_status = _resume(b)
+    finally:
+        if a.poll() is None:
+            _resume(a)
+    _lost_and_touched_nothing(tmp_path, status, a_run)
+    b_err = (tmp_path / "b.err").read_text()
+    assert b_status == 0 and "Traceback" not in b_err, b_err[-3000:]
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    assert validate.run([output]) == 0
+
+
+def test_overwrite_run_that_lost_its_lease_removes_no_records(azurite, container, corpus_dir,
+                                                             hf_tokenizer, tmp_path, monkeypatch):
+    """Run A (``--overwrite``) pauses right after taking the lock; its lease is broken; run B
+    takes over and completes the output; A resumes: it stops with one line and removes none of
+    B's commit records (it used to remove them all before noticing)."""
+    output = azurite.url(container, "out")
+    a, a_run = _paused_right_after_locking(azurite, container, corpus_dir, hf_tokenizer,
+                                           tmp_path, "--overwrite")
+    try:
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+        assert tokenize.run(_argv(corpus_dir, output, hf_tokenizer)) == 0
+        before = _blobs(azurite, container, "out/")
+        assert any("/_commits/" in name for name in before)
+    finally:
+        status = _resume(a)
+    _lost_and_touched_nothing(tmp_path, status, a_run)
+    assert _blobs(azurite, container, "out/") == before
+    assert validate.run([output]) == 0
+
+
 def test_lost_lease_names_the_run_that_took_the_output(azurite, container):
     """The check every commit makes (from any process): renewing by lease id fails once another
     run holds the lock, and the line names that run and when it took over."""

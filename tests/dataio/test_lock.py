@@ -43,3 +43,26 @@ def test_another_host_or_boot_or_foreign_text_is_presumed_alive():
     assert not lock.holder_is_dead(_text(pid=dead, boot_id=None))
     assert not lock.holder_is_dead("held by hand")
     assert not lock.holder_is_dead(json.dumps({"host": socket.gethostname()}))
+
+
+class _CountingGuard:
+    """Stands in for an OutputGuard (whose verify renews an Azure lease: tests/azure)."""
+
+    def __init__(self):
+        self.renewals = 0
+
+    def verify(self):
+        self.renewals += 1
+
+
+def test_a_batch_renews_the_lease_first_and_then_once_per_period():
+    guard = _CountingGuard()
+    check = lock.renewing(guard, every=3600)
+    for _ in range(5):
+        check()
+    assert guard.renewals == 1   # before the first request, then not again within the period
+    always = lock.renewing(guard, every=0)
+    always()
+    always()
+    assert guard.renewals == 3
+    lock.renewing(None)()        # no guard (a local flock): nothing to renew
