@@ -104,8 +104,12 @@ def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container,
     env = _env(AZURE_STORAGE_CONNECTION_STRING=azurite.connection_string,
                TOKENBEAM_FAULT="sink.before_commit_record:1", TOKENBEAM_FAULT_SIGNAL="STOP",
                TOKENBEAM_FAULT_COUNTER=str(tmp_path / "hits"))
+    # With two workers the hook freezes both; the other one must not be frozen inside the
+    # window a lease cannot close (between its renewal and the record's write, README "Storage
+    # faults mid-run"), which a second shard's commit could be: one input, one shard.
+    inputs = corpus_dir / "c0_web.jsonl" if workers else corpus_dir
     a = _start_paused([sys.executable, "-m", "pipelines.tokenize",
-                       *_argv(corpus_dir, output, hf_tokenizer), *workers], env,
+                       *_argv(inputs, output, hf_tokenizer), *workers], env,
                       tmp_path / "a.err")
     try:
         lock_blob = azurite.service().get_blob_client(container, "out/_lock")
@@ -114,7 +118,7 @@ def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container,
         BlobLeaseClient(lock_blob).break_lease(lease_break_period=0)   # as if it had expired
 
         monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
-        assert tokenize.run(_argv(corpus_dir, output, hf_tokenizer)) == 0
+        assert tokenize.run(_argv(inputs, output, hf_tokenizer)) == 0
         taken = capsys.readouterr().err
         # item 21: whose lock and temporaries, and how old
         assert f"from run {a_run}" in taken and "whose lease ran out" in taken, taken
