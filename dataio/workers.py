@@ -38,6 +38,8 @@ import select
 import signal
 import threading
 
+from dataio.naming import printable
+
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
 NOTES_ENV = "TOKENBEAM_WORKER_NOTES"  # the driver's folder where workers note their work
 # A --runner value Beam resolves by import: dataio/local_runner.py (this module is Beam-free).
@@ -137,7 +139,7 @@ def death_message(*, number: int, total: int, pid: int, status: int, last: str |
     else:
         how = f"exited with status {status}"
     if last:  # one line, whatever the file name holds
-        last = "".join(c if c.isprintable() else repr(c)[1:-1] for c in last)
+        last = printable(last)
     doing = f"its last work item: {last}" if last else "it had taken no work yet"
     return (f"worker {number} of {total} (pid {pid}) {how}; {doing}; the other workers were "
             "stopped; rerun the same command to resume")
