@@ -155,9 +155,10 @@ def size(path: str) -> int:
     nothing of what reading it gives) is :class:`NotRegularFileError`."""
     fs, inner = filesystem_and_path(path)
     if fs is _LOCAL:
-        mode = os.stat(inner).st_mode
-        if special_kind(mode):
-            raise _not_regular(path, mode)
+        st = os.stat(inner)  # one stat gives both the kind and the size
+        if special_kind(st.st_mode):
+            raise _not_regular(path, st.st_mode)
+        return st.st_size
     return int(fs.size(inner))
 
 
