@@ -315,9 +315,6 @@ def _suffix_of(path: str) -> str:
     return next((s for s in _LONGEST_SUFFIX_FIRST if lower.endswith(s)), "")
 
 
-_SPECIAL_KINDS = fsutil.SPECIAL_KINDS
-
-
 def _refuse_special_file(pattern: str, path: str) -> None:
     """A local input (or what its link leads to) that is not a regular file (``/dev/zero``, a
     FIFO) is refused before anything opens it: reading it would hang or never end. Folders and
@@ -328,13 +325,13 @@ def _refuse_special_file(pattern: str, path: str) -> None:
         mode = os.stat(path.removeprefix("file://")).st_mode
     except OSError:
         return
-    for is_kind, kind in _SPECIAL_KINDS:
-        if is_kind(mode):
-            named = path if path == pattern else f"{path} (matched by {pattern})"
-            if os.path.islink(path.removeprefix("file://")):
-                named += f", a link to {os.path.realpath(path.removeprefix('file://'))}"
-            raise InputError(f"--input {named}: {kind}, not a regular file; reading it would "
-                             "hang or never end: give regular files (copy the data to a file)")
+    kind = fsutil.special_kind(mode)
+    if kind:
+        named = path if path == pattern else f"{path} (matched by {pattern})"
+        if os.path.islink(path.removeprefix("file://")):
+            named += f", a link to {os.path.realpath(path.removeprefix('file://'))}"
+        raise InputError(f"--input {named}: {kind}, not a regular file; reading it would "
+                         "hang or never end: give regular files (copy the data to a file)")
 
 
 def _each_file_once(files: list[InputFile], named_again: list[str],
