@@ -152,10 +152,21 @@ class _Announcing:
         base = self.tokenbeam_backoff * 2 ** settings["count"]
         return random.uniform(base * 0.8, base * 1.2)
 
+    def configure_retries(self, request):   # the SDK's hook: every retry is announced
+        found = super().configure_retries(request)
+        found["hook"] = lambda retry_count, location_mode, request, response, error: \
+            self._retrying(found, request, error, response)
+        return found
+
     def _retrying(self, settings, request, error, response) -> None:
         settings["tokenbeam_retried"] = True
         OUTAGE.retrying(_host(request.url), _why(error, response), self.tokenbeam_retries,
                         self.tokenbeam_backoff)
+
+    def _answered(self, request, response):
+        if OUTAGE.since is not None:
+            OUTAGE.answered(_host(request.http_request.url))
+        return response
 
     def _unreachable(self, request, error) -> StorageError:
         return _message("unreachable", status=None, code=None, detail=_why(error, None),
@@ -173,44 +184,28 @@ def retry_policy(*, asynchronous: bool, at_most: int | None = None):
         from azure.storage.blob.aio import ExponentialRetry
 
         class AsyncAnnouncingRetry(_Announcing, ExponentialRetry):
-            def configure_retries(self, request):
-                found = super().configure_retries(request)
-                found["hook"] = lambda retry_count, location_mode, request, response, error: \
-                    self._retrying(found, request, error, response)
-                return found
-
             async def send(self, request):
                 try:
                     response = await super().send(request)
                 except unreachable as error:
                     raise self._unreachable(request, error) from error
-                if OUTAGE.since is not None:
-                    OUTAGE.answered(_host(request.http_request.url))
-                return response
+                return self._answered(request, response)
 
-        policy = AsyncAnnouncingRetry(retry_total=retries, retry_connect=retries,
-                                      retry_read=retries, retry_status=retries)
+        announcing = AsyncAnnouncingRetry
     else:
         from azure.storage.blob import ExponentialRetry
 
         class AnnouncingRetry(_Announcing, ExponentialRetry):
-            def configure_retries(self, request):
-                found = super().configure_retries(request)
-                found["hook"] = lambda retry_count, location_mode, request, response, error: \
-                    self._retrying(found, request, error, response)
-                return found
-
             def send(self, request):
                 try:
                     response = super().send(request)
                 except unreachable as error:
                     raise self._unreachable(request, error) from error
-                if OUTAGE.since is not None:
-                    OUTAGE.answered(_host(request.http_request.url))
-                return response
+                return self._answered(request, response)
 
-        policy = AnnouncingRetry(retry_total=retries, retry_connect=retries,
-                                 retry_read=retries, retry_status=retries)
+        announcing = AnnouncingRetry
+    policy = announcing(retry_total=retries, retry_connect=retries, retry_read=retries,
+                        retry_status=retries)
     policy._setup(retries, backoff)
     return policy
 
