@@ -171,6 +171,10 @@ def replace(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
     """Move ``source`` to ``target``, replacing it (atomic on local disk)."""
     if isinstance(fs, LocalFileSystem):
         os.replace(source, target)
+        if os.path.lexists(source):
+            # rename(2) does nothing when both names are links to one file (a shard committed
+            # again from the part its first commit hard-linked): the target is right already
+            os.unlink(source)
         return
     if type(fs).__name__ == "AzureBlobFileSystem":
         from dataio import azure

@@ -428,8 +428,8 @@ TEMPORARY_DIR = "_temporary"  # where runs keep their temporaries (dataio/sink.p
 # that shards are written to and stale shards deleted from (holdout/: dataio/dataset.py
 # HOLDOUT_DIR; shard names hold no other folder). None may be a symbolic link: a run would write
 # or delete through it, outside the output (see dataio/fs.py "Links").
-CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "metadata.json",
-                 "holdout", "_commits/holdout", "_failures/holdout")
+CONTROL_NAMES = (LOCK_NAME, TEMPORARY_DIR, "_commits", "_failures", "_errors", "_parts",
+                 "metadata.json", "holdout", "_commits/holdout", "_failures/holdout")
 
 
 def detached_path(output: str, run_id: str) -> str:

@@ -126,6 +126,9 @@ class WorkItem:
     size: int | None = None
     version: str = ""
     stamp: str = ""
+    # Where the item's parts are kept and how its input is committed (dataio/parts.py StemPlan;
+    # None: the parts are this run's temporaries only).
+    keep: object = None
 
 
 @dataclasses.dataclass

@@ -48,9 +48,10 @@ import numpy as np
 
 from dataio import faults
 from dataio import fs as fsutil
-from dataio import indexed, naming, workers
+from dataio import indexed, naming, parts, workers
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
+from dataio.readers import PARQUET_SUFFIXES
 # The records, Beam-free for the planner (dataio/manifest.py), are the sink's public names too
 # (bench/fault_injection.py and the tests use them here).
 from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, ShardResult,
@@ -73,6 +74,7 @@ DOCUMENTS = _metric(METRICS, "documents")
 SEQUENCES = _metric(METRICS, "sequences")
 TOKENS = _metric(METRICS, "tokens")
 INPUT_BYTES = _metric(METRICS, "input_bytes")
+REUSED_BYTES = _metric(METRICS, "reused_bytes")  # input bytes of items an earlier run finished
 BAD_RECORDS = _metric(METRICS, "bad_records")
 # Every ShardResult, encoded (dataio/manifest.py encode_result): what the driver learns was
 # committed. A string set holds 1 MB at most, so the driver trusts it only when it names every
@@ -81,19 +83,20 @@ SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
 class SumCountsFn(beam.CombineFn):
-    """(Counts, input bytes) of a shard's parts, summed; the accumulator is that pair."""
+    """(Counts, input bytes, of them reused) of a shard's parts, summed; the accumulator is that
+    triple. Reused bytes: of items whose parts an earlier run kept (dataio/parts.py)."""
 
     def create_accumulator(self):
-        return Counts(), 0
+        return Counts(), 0, 0
 
     def add_input(self, acc, counts):
-        return acc[0] + counts[0], acc[1] + counts[1]
+        return acc[0] + counts[0], acc[1] + counts[1], acc[2] + counts[2]
 
     def merge_accumulators(self, accs):
-        total, num_bytes = Counts(), 0
-        for counts, more in accs:
-            total, num_bytes = total + counts, num_bytes + more
-        return total, num_bytes
+        total, num_bytes, reused = Counts(), 0, 0
+        for counts, more, more_reused in accs:
+            total, num_bytes, reused = total + counts, num_bytes + more, reused + more_reused
+        return total, num_bytes, reused
 
     def extract_output(self, acc):
         return acc
@@ -166,110 +169,60 @@ def _stop_if_driver_gone() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class _WritePartFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None, run_id: str = ""):
-        self._output, self._dtype, self._storage = output, dtype, storage
-        self._temporary = temporary_dir(output, run_id)
+class _Committer:
+    """Commits one shard from its parts (both where a stem's one item is finished, by
+    :class:`_WritePartFn`, and at the end, by :class:`_FinalizeShardFn`): merge, commit record,
+    stale files removed; each record written and file removed only while the output is ours."""
 
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
-
-    def process(self, tb):
-        item, batch = tb.order
-        prefix = fsutil.join(self._temporary, tb.shard, f"{item:06d}-{batch:06d}")
-        with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
-            writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
-        faults.checkpoint("sink.part_written")
-        PARTS.inc()
-        counts = Counts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size))
-        yield tb.shard, (PartInfo(order=tb.order, prefix=prefix, counts=counts),
-                         (counts, tb.num_bytes))
-
-
-class _FinalizeShardFn(beam.DoFn):
-    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
-                 max_bad_fraction: float = 1.0):
-        self._output, self._dtype, self._storage = output, dtype, storage
-        self._temporary = temporary_dir(output, run_id)
+    def __init__(self, output: str, dtype: str, *, run_id: str = "", guard=None):
+        self._output, self._dtype, self._run_id = output, dtype, run_id
         self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
-        self._max_bad_fraction = max_bad_fraction
 
-    def _still_ours(self) -> None:
+    def still_ours(self) -> None:
         _stop_if_driver_gone()
         if self._guard is not None:
             self._guard.verify()
 
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
+    def fail(self, shard: str, reason: str) -> None:
+        record = {"shard": shard, "reason": reason, "at": _now()}
+        self.still_ours()
+        fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
+                                  json.dumps(record, indent=1).encode())
 
-    def process(self, element):
-        shard, grouped = element
-        planned = list(grouped["planned"])
-        if not planned:
-            return
-        # (fingerprint, what it hashes), or the fingerprint alone
-        fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
-        parts: list[PartInfo] = sorted(grouped["parts"], key=lambda p: p.order)
-        counts, input_bytes = next(iter(grouped["counts"]), (Counts(), 0))
-        failures = list(grouped["failed"])
-        tally = next(iter(grouped.get("records", ())), None)
-        too_bad = tally and too_many_bad(tally, self._max_bad_fraction, output=self._output)
-        if too_bad and not failures:
-            failures = [too_bad]
-        parts_dir = fsutil.join(self._temporary, shard)
-        workers.note_work(f"committing shard {shard}")  # for the driver, should this worker die
-        _stop_if_driver_gone()
-        if failures:
-            record = {"shard": shard, "reason": failures[0], "at": _now()}
-            self._still_ours()
-            fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
-                                      json.dumps(record, indent=1).encode())
-            fsutil.remove_tree(parts_dir)
-            SHARDS_FAILED.inc()
-            result = ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
-            SHARD_RESULTS.add(encode_result(result))
-            yield result
-            return
+    def commit(self, shard: str, *, fingerprint: str, resume_key, parts: list[PartInfo],
+               counts: Counts, input_bytes: int, reused_bytes: int) -> str:
+        """Commit ``shard`` (unless it is already, with this fingerprint); returns its name."""
         name = naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
         final = fsutil.join(self._output, name)
         committed, _ = is_committed(self._output, shard, fingerprint)
-        if not committed:
-            try:
-                self._merge(parts, final, counts)
-            except FileNotFoundError:
-                # a part gone: the run that took the output over (this one paused past its
-                # lease) removed this run's temporaries; say that, not the missing file
-                self._still_ours()
-                raise
-            record = {"shard": shard, "name": name, "fingerprint": fingerprint,
-                      "documents": counts.documents, "sequences": counts.sequences,
-                      "tokens": counts.tokens, "input_bytes": input_bytes,
-                      "bin_size": fsutil.size(final + ".bin"),
-                      "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
-                      **({"resume_key": resume_key} if resume_key else {})}
-            faults.checkpoint("sink.before_commit_record")
-            self._still_ours()
-            fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
-                                      json.dumps(record, indent=1).encode())
-            faults.checkpoint("sink.before_cleanup")
-            self._still_ours()
-            fsutil.remove(failure_record_path(self._output, shard))
-            self._remove_stale(shard, name)
-        fsutil.remove_tree(parts_dir)
-        # Counted once per shard (a retried bundle's counts are not committed metrics).
-        SHARDS_COMMITTED.inc()
-        DOCUMENTS.inc(counts.documents)
-        SEQUENCES.inc(counts.sequences)
-        TOKENS.inc(counts.tokens)
-        INPUT_BYTES.inc(input_bytes)
-        result = ShardResult(shard, name, counts, input_bytes=input_bytes)
-        SHARD_RESULTS.add(encode_result(result))
-        yield result
+        if committed:
+            return name
+        try:
+            self._merge(parts, final, counts)
+        except FileNotFoundError:
+            # a part gone: the run that took the output over (this one paused past its
+            # lease) removed this run's temporaries; say that, not the missing file
+            self.still_ours()
+            raise
+        record = {"shard": shard, "name": name, "fingerprint": fingerprint,
+                  "documents": counts.documents, "sequences": counts.sequences,
+                  "tokens": counts.tokens, "input_bytes": input_bytes,
+                  "reused_bytes": reused_bytes, "run_id": self._run_id,
+                  "bin_size": fsutil.size(final + ".bin"),
+                  "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
+                  **({"resume_key": resume_key} if resume_key else {})}
+        faults.checkpoint("sink.before_commit_record")
+        self.still_ours()
+        fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
+                                  json.dumps(record, indent=1).encode())
+        faults.checkpoint("sink.before_cleanup")
+        self.still_ours()
+        fsutil.remove(failure_record_path(self._output, shard))
+        self._remove_stale(shard, name)
+        return name
 
     def _merge(self, parts: Iterable[PartInfo], final: str, counts: Counts) -> None:
-        parts = list(parts)
+        parts = sorted(parts, key=lambda p: p.order)
         with indexed.IndexedDatasetWriter(final, dtype=self._dtype) as writer:
             if len(parts) == 1:
                 # The part is the shard: its .bin is linked into place, not copied (local disk;
@@ -292,6 +245,172 @@ class _FinalizeShardFn(beam.DoFn):
             if stem != current and naming.strip_counts(stem) == base and \
                     naming.parse_counts(stem) is not None and entry.endswith((".bin", ".idx")):
                 fsutil.remove(fsutil.join(folder, entry))
+
+
+class _WritePartFn(beam.DoFn):
+    """TokenBatch -> a part; an item's mark (dataio/parts.py ItemMark) -> its item record, or
+    (reused) its kept parts handed on; a stem of one item is then committed at once."""
+
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
+                 max_bad_fraction: float = 1.0):
+        self._output, self._dtype, self._storage = output, dtype, storage
+        self._temporary = temporary_dir(output, run_id)
+        self._run_id, self._max_bad_fraction = run_id, max_bad_fraction
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard)
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+        self.start_bundle()
+
+    def start_bundle(self):
+        # place -> (shard, PartInfo, input bytes) of the parts written for the item there; an
+        # item's batches and its mark come in one bundle (a retried bundle starts again)
+        self._written: dict[tuple, list] = {}
+
+    def process(self, tb):
+        if tb.mark is not None:
+            yield from self._on_mark(tb.mark)
+            return
+        item, batch = tb.order
+        if tb.place:
+            prefix = parts.part_prefix(self._output, *tb.place, tb.shard, batch)
+        else:
+            prefix = fsutil.join(self._temporary, tb.shard, f"{item:06d}-{batch:06d}")
+        with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
+            writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
+        faults.checkpoint("sink.part_written")
+        PARTS.inc()
+        counts = Counts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size))
+        info = PartInfo(order=tb.order, prefix=prefix, counts=counts)
+        if tb.place:
+            self._written.setdefault(tb.place, []).append((tb.shard, info, tb.num_bytes))
+        yield tb.shard, (info, (counts, tb.num_bytes, 0))
+
+    def _on_mark(self, mark):
+        plan = mark.plan
+        if mark.kind == "end":
+            written = self._written.pop((plan.folder, mark.key), [])
+            record = self._item_record(mark, written)
+            if mark.keepable:
+                # every part of the item is written: from now on it is done, whatever happens
+                parts.write_record(self._output, plan.folder, mark.key, record)
+                faults.checkpoint("sink.item_recorded")
+        else:
+            record = mark.record
+            written = [(p["shard"], PartInfo(order=tuple(p["order"]), counts=Counts(*p["counts"]),
+                                             prefix=parts.prefix_of(self._output, plan.folder,
+                                                                    mark.key, p["name"])),
+                        p["num_bytes"]) for p in record["parts"]]
+            REUSED_BYTES.inc(sum(b for _, _, b in written))
+            for shard, info, num_bytes in written:
+                yield shard, (info, (info.counts, num_bytes, num_bytes))
+        if plan.items == 1 and mark.keepable:
+            self._commit_stem(mark, record, written)
+
+    def _item_record(self, mark, written: list) -> dict:
+        itemsize = np.dtype(self._dtype).itemsize
+        return {"stem": mark.plan.stem, "key": mark.key, "run_id": self._run_id,
+                "records": mark.records, "bad_read": mark.bad_read,
+                "bad_tokenized": mark.bad_tokenized, "file_bytes": mark.file_bytes,
+                "num_bytes": mark.num_bytes,
+                "parts": [{"shard": shard, "order": list(info.order),
+                           "name": os.path.basename(info.prefix), "counts": [info.counts.documents, info.counts.sequences, info.counts.tokens],
+                           "num_bytes": num_bytes,
+                           "bin_size": info.counts.tokens * itemsize,
+                           "idx_size": indexed.HEADER_SIZE + 12 * info.counts.sequences
+                           + 8 * (info.counts.documents + 1)}
+                          for shard, info, num_bytes in written]}
+
+    def _commit_stem(self, mark, record: dict, written: list) -> None:
+        """Commit every shard of a stem whose one item is done (unless its records are too often
+        bad: the last step fails its shards then), its bad records listed first."""
+        plan = mark.plan
+        reports = sorted(record["bad_read"] + record["bad_tokenized"], key=lambda r: r["offset"])
+        tally = RecordTally(records=record["records"] + len(record["bad_read"]),
+                            bad=len(reports), stem=plan.stem, file=mark.path)
+        if reports:
+            first = reports[0]
+            unit = "row" if mark.path.lower().endswith(PARQUET_SUFFIXES) else "line"
+            tally = dataclasses.replace(tally, offset=first["offset"], reason=first["reason"],
+                                        where=f"{unit} {first['line']}")
+        if too_many_bad(tally, self._max_bad_fraction, output=self._output):
+            return
+        workers.note_work(f"committing the shards of {naming.printable(mark.path)}")
+        if reports:
+            self._committer.still_ours()
+            fsutil.write_bytes_atomic(errors_path(self._output, plan.stem),
+                                      error_lines(reports).encode("utf-8"))
+        reused = mark.kind == "reused"
+        for shard, fingerprint, resume_key in plan.shards:
+            mine = [(info, b) for s, info, b in written if s == shard]
+            counts = sum((info.counts for info, _ in mine), Counts())
+            input_bytes = sum(b for _, b in mine)
+            self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
+                                   parts=[info for info, _ in mine], counts=counts,
+                                   input_bytes=input_bytes,
+                                   reused_bytes=input_bytes if reused else 0)
+        faults.checkpoint("sink.stem_committed")
+        parts.remove_folder(self._output, plan.folder)
+
+
+class _FinalizeShardFn(beam.DoFn):
+    def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
+                 max_bad_fraction: float = 1.0):
+        self._output, self._dtype, self._storage = output, dtype, storage
+        self._temporary = temporary_dir(output, run_id)
+        self._max_bad_fraction = max_bad_fraction
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard)
+
+    def setup(self):
+        if self._storage is not None:
+            self._storage.apply()
+
+    def process(self, element):
+        shard, grouped = element
+        planned = list(grouped["planned"])
+        if not planned:
+            return
+        # (fingerprint, what it hashes), or the fingerprint alone
+        fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
+        parts_of_shard: list[PartInfo] = list(grouped["parts"])
+        counts, input_bytes, reused_bytes = next(iter(grouped["counts"]), (Counts(), 0, 0))
+        failures = list(grouped["failed"])
+        tally = next(iter(grouped.get("records", ())), None)
+        too_bad = tally and too_many_bad(tally, self._max_bad_fraction, output=self._output)
+        if too_bad and not failures:
+            failures = [too_bad]
+        # this run's temporaries (parts kept under _parts/ go once their stem is committed)
+        temporaries = fsutil.join(self._temporary, shard)
+        workers.note_work(f"committing shard {shard}")  # for the driver, should this worker die
+        _stop_if_driver_gone()
+        if failures:
+            self._committer.fail(shard, failures[0])
+            fsutil.remove_tree(temporaries)
+            SHARDS_FAILED.inc()
+            result = ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
+            SHARD_RESULTS.add(encode_result(result))
+            yield result
+            return
+        name = self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
+                                      parts=parts_of_shard, counts=counts,
+                                      input_bytes=input_bytes, reused_bytes=reused_bytes)
+        fsutil.remove_tree(temporaries)
+        # Counted once per shard (a retried bundle's counts are not committed metrics).
+        SHARDS_COMMITTED.inc()
+        DOCUMENTS.inc(counts.documents)
+        SEQUENCES.inc(counts.sequences)
+        TOKENS.inc(counts.tokens)
+        INPUT_BYTES.inc(input_bytes)
+        result = ShardResult(shard, name, counts, input_bytes=input_bytes)
+        SHARD_RESULTS.add(encode_result(result))
+        yield result
+
+
+def error_lines(reports: Iterable[dict]) -> str:
+    """The lines of an ``_errors/{stem}.jsonl`` file: one report (BadRecordReport as JSON) each,
+    in the order given (by offset)."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in reports)
 
 
 def _now() -> str:
@@ -321,11 +440,12 @@ class WriteShards(beam.PTransform):
         self._records, self._max_bad_fraction = records, max_bad_fraction
 
     def expand(self, token_batches):
-        parts = token_batches | "WriteParts" >> beam.ParDo(
-            _WritePartFn(self._output, self._dtype, self._storage, self._run_id))
-        counts = (parts | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
+        written = token_batches | "WriteParts" >> beam.ParDo(
+            _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
+                         guard=self._guard, max_bad_fraction=self._max_bad_fraction))
+        counts = (written | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
                   | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
-        part_infos = parts | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
+        part_infos = written | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
         gathered = {"planned": self._planned, "parts": part_infos, "counts": counts,
                     "failed": self._failed}
         if self._records is not None:
@@ -349,7 +469,7 @@ class _WriteErrorsFn(beam.DoFn):
     def process(self, element):
         stem, reports = element
         reports = sorted(reports, key=lambda r: r.offset)
-        lines = "".join(json.dumps(r.as_json(), ensure_ascii=False) + "\n" for r in reports)
+        lines = error_lines(r.as_json() for r in reports)
         if self._guard is not None:
             self._guard.verify()
         fsutil.write_bytes_atomic(errors_path(self._output, stem), lines.encode("utf-8"))

@@ -15,7 +15,7 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, manifest, readers, sink
+from dataio import errors, manifest, parts, readers, sink
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
 from transforms import documents as docs
@@ -36,10 +36,17 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     shards_of_stem: dict[str, list[str]] = {}
     for s in todo:
         shards_of_stem.setdefault(s.stem, []).append(s.shard)
-    items = (pipeline | "PlanItems" >> beam.Create(job.items()) | "Distribute" >> beam.Reshuffle())
+    # Each item planned with where its parts are kept (and whether an earlier run finished it):
+    # one listing of the output's _parts/ (dataio/parts.py).
+    planned_items = job.items()
+    plans = job.stem_plans(planned_items, parts.done_items(job.output))
+    planned_items = [dataclasses.replace(i, keep=plans.get(i.stem)) for i in planned_items]
+    items = (pipeline | "PlanItems" >> beam.Create(planned_items)
+             | "Distribute" >> beam.Reshuffle())
     read = items | "ReadDocuments" >> docs.ReadDocuments(
         job.config.keys, id_key=job.config.id_key, on_bad_record=io.on_bad_record,
-        max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage)
+        max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage,
+        output=job.output)
     failed = (read[docs.FAILED_TAG]
               | "FailedShards" >> beam.FlatMap(
                   lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
@@ -51,8 +58,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
         storage=storage)
     # Each input's records, good and bad: the sink fails the shards of an input whose records
     # are all bad, or too often (--max-bad-fraction), instead of committing them.
-    tallies = ((read["documents"] | "RecordsRead" >> beam.Map(
-                    lambda b: (b.stem, sink.RecordTally(records=len(b), stem=b.stem, file=b.path))),
+    tallies = ((read["documents"] | "RecordsRead" >> beam.Map(_read_tally),
                 read[docs.ERRORS_TAG] | "BadWhenRead" >> beam.Map(_bad_tally, read=True),
                 tokens[docs.ERRORS_TAG] | "BadWhenTokenized" >> beam.Map(_bad_tally, read=False))
                | "AllRecords" >> beam.Flatten()
@@ -75,6 +81,12 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                                             started=started, storage=storage),
                                   errors_written=beam.pvalue.AsList(errors_written)))
     return results
+
+
+def _read_tally(batch: docs.DocumentBatch):
+    """(stem, RecordTally) of a batch's documents (or of the documents a reused item read)."""
+    records = len(batch) if batch.mark is None else batch.mark.replayed_records
+    return batch.stem, sink.RecordTally(records=records, stem=batch.stem, file=batch.path)
 
 
 def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):

@@ -27,7 +27,7 @@ import numpy as np
 
 from dataio import errors
 from dataio import fs as fsutil
-from dataio import azure, indexed, input_hashes, log, manifest, naming, readers
+from dataio import azure, indexed, input_hashes, log, manifest, naming, parts, readers
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import redact as _redact
 from pipelines import options as opts
@@ -101,6 +101,27 @@ class Job:
         files = [f for f in self.files if f.stem in stems]
         return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes,
                                   stamps=self.stamps)
+
+    def stem_plans(self, items: list[readers.WorkItem] | None = None,
+                   done: dict[str, set[str]] | None = None) -> dict[str, parts.StemPlan]:
+        """stem -> where its items' parts are kept (dataio/parts.py) and what its shards are;
+        ``items``: of :meth:`items` (counted per stem); ``done``: the item records an earlier
+        run left (parts.done_items)."""
+        shards: dict[str, list[ShardPlan]] = {}
+        for s in self.to_process:
+            shards.setdefault(s.stem, []).append(s)
+        counted: dict[str, int] = {}
+        for item in items or ():
+            counted[item.stem] = counted.get(item.stem, 0) + 1
+        plans = {}
+        for stem, of_stem in shards.items():
+            of_stem.sort(key=lambda s: s.shard)
+            folder = parts.stem_folder(stem, [(s.shard, s.fingerprint) for s in of_stem])
+            plans[stem] = parts.StemPlan(
+                stem=stem, folder=folder, items=counted.get(stem, 1),
+                shards=tuple((s.shard, s.fingerprint, s.resume_key) for s in of_stem),
+                done=frozenset((done or {}).get(folder, ())))
+        return plans
 
 
 def _fingerprint(input_file: readers.InputFile, tokenizer: dict, settings: dict, *,

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from dataio import azure, errors, faults, indexed, log, manifest, workers
+from dataio import azure, errors, faults, indexed, log, manifest, parts, workers
 from dataio import fs as fsutil
 from dataio import lock as output_lock
 from dataio.redact import install_logging_filter, redact, redact_argv
@@ -118,6 +118,13 @@ def prepare_output(job: Job, *, guard=None) -> None:
     for stem in {s.stem for s in job.to_process}:
         ours()
         fsutil.remove(manifest.errors_path(job.output, stem))
+    # Kept parts of the stems we redo that were written with another input, tokenizer or
+    # options (or, with --overwrite, any): one listing of _parts/ (dataio/parts.py).
+    kept = parts.folders(job.output)
+    if kept:
+        ours()
+        parts.remove_stale(job.output, job.stem_plans().values(), kept,
+                           everything=io.overwrite)
     # Temporaries an interrupted run left beside the final files of the shards we redo.
     bases = tuple("." + os.path.basename(s.shard) + "_" for s in job.to_process)
     for folder in {os.path.dirname(s.shard) for s in job.to_process}:
@@ -207,8 +214,23 @@ def finish(job: Job, argv, *, started: str,
     if job.run_id:
         fsutil.remove_tree(manifest.temporary_dir(job.output, job.run_id))
     _remove_if_empty(manifest.temporary_dir(job.output))
+    _remove_committed_parts(job, results)
     write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
     return results
+
+
+def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> None:
+    """The kept parts of every stem whose shards are all committed now (one listing of
+    ``_parts/``; a stem of one item removed its own when its worker committed it)."""
+    kept = set(parts.folders(job.output))
+    if not kept:
+        _remove_if_empty(parts.root(job.output))
+        return
+    failed = {r.shard for r in results if r.failed}
+    for plan in job.stem_plans().values():
+        if plan.folder in kept and not any(s in failed for s, _, _ in plan.shards):
+            parts.remove_folder(job.output, plan.folder)
+    _remove_if_empty(parts.root(job.output))
 
 
 def report(job: Job, results: list, *, seconds: float, figures: Figures | None = None) -> int:
@@ -346,8 +368,11 @@ def _run(argv) -> int:
         try:
             status = execute(job, argv, storage=storage)
         except BaseException as exc:
-            # Failed or interrupted: this run's parts are of no use to the next; removing them
-            # may fail too (storage down), but the first error is the one to report.
+            if isinstance(exc, KeyboardInterrupt):
+                errors.interrupt_detail[:] = [what_is_kept(job)]
+            # Failed or interrupted: this run's temporaries are of no use to the next (its
+            # finished items are kept under _parts/); removing them may fail too (storage
+            # down), but the first error is the one to report.
             if not isinstance(exc, output_lock.OutputLostError):
                 _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=True)
             space = space_error(exc, io.output) if isinstance(exc, Exception) else None
@@ -356,6 +381,33 @@ def _run(argv) -> int:
             raise
         _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=False)
         return status
+
+
+def what_is_kept(job: Job) -> str:
+    """What a run cut short leaves for the rerun: "14 of 32 shards committed, 61% of the input
+    done (kept)": the shards committed with this run's fingerprints, and the input bytes of
+    their files and of the finished items kept under ``_parts/`` (dataio/parts.py)."""
+    try:
+        listed = fsutil.files_under(fsutil.join(job.output, manifest.COMMITS_DIR))
+        committed = {s.shard for s in job.to_process if s.shard + ".json" in listed and
+                     (manifest.read_commit_record(job.output, s.shard) or {}).get(
+                         "fingerprint") == s.fingerprint}
+        size_of = {f.stem: f.size or 0 for f in job.files}
+        total = sum(size_of.get(stem, 0) for stem in {s.stem for s in job.to_process})
+        done_items = parts.done_items(job.output)
+        kept = 0
+        for plan in job.stem_plans().values():
+            if all(shard in committed for shard, _, _ in plan.shards):
+                kept += size_of.get(plan.stem, 0)
+                continue
+            for key in done_items.get(plan.folder, ()):
+                kept += int((parts.read_record(job.output, plan.folder, key) or {}).get(
+                    "file_bytes", 0))
+    except Exception:  # noqa: BLE001 - storage gone with the run: say nothing more
+        return "the shards and items finished so far are kept"
+    share = f"{kept / total:.0%}" if total else "all"
+    return (f"{len(committed)} of {len(job.to_process)} shards committed, {share} of the "
+            "input done is kept")
 
 
 def _remove_own_temporaries(output: str, run_id: str, *, guard, failed: bool) -> None:

@@ -145,6 +145,11 @@ class DocumentBatch:
     path: str = ""
     lines: list[int | None] = dataclasses.field(default_factory=list)
     offsets: list[int] = dataclasses.field(default_factory=list)
+    # Where the item's parts are kept: (stem folder, item key) of dataio/parts.py, or () for this
+    # run's temporaries; and the item's mark (dataio/parts.py ItemMark) on the batch that
+    # carries one (no documents).
+    place: tuple = ()
+    mark: object = None
 
     def __len__(self) -> int:
         return len(self.ids)

@@ -37,7 +37,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import coders, progress
-from transforms.documents import ERRORS_TAG, DocumentBatch, bad_record_error
+from transforms.documents import ERRORS_TAG, BadRecordReport, DocumentBatch, bad_record_error
 from transforms.tokenize_config import TokenizeConfig  # noqa: F401 (its public name here too)
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
@@ -58,6 +58,8 @@ class TokenBatch:
     sequence_lengths: np.ndarray
     sequences_per_document: np.ndarray
     num_bytes: int
+    place: tuple = ()  # as DocumentBatch.place
+    mark: object = None  # as DocumentBatch.mark: a batch of no tokens that carries it
 
     @property
     def order(self) -> tuple[int, int]:
@@ -179,6 +181,7 @@ class _TokenizeFn(beam.DoFn):
         self._meter = progress.meter(dataclasses.replace(
             self._config.progress or progress.ProgressPlan(), interval=self._config.log_interval))
         self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenize")
+        self._bad_of_item: dict[tuple, list[dict]] = {}  # item's place -> its bad records
 
     def _segments(self, value) -> list[str]:
         if isinstance(value, list):
@@ -232,6 +235,9 @@ class _TokenizeFn(beam.DoFn):
         return list(self._outputs(batch)), self._routed_now
 
     def _outputs(self, batch: DocumentBatch):
+        if batch.mark is not None:
+            yield from self._pass_mark(batch)
+            return
         cfg = self._config
         bad: dict[int, tuple[str, str]] = {}  # document -> (key, reason); bad for one key = for all
         # Every key is split and encoded before anything is yielded: a document found bad for
@@ -247,6 +253,8 @@ class _TokenizeFn(beam.DoFn):
                 report = batch.bad_record(d, reason, key=key)
                 if self._on_bad_record == "fail":
                     raise bad_record_error(report)
+                if batch.place:  # kept in the item's mark, which comes after its last batch
+                    self._bad_of_item.setdefault(batch.place, []).append(report.as_json())
                 yield beam.pvalue.TaggedOutput(ERRORS_TAG, (batch.stem, report))
             keep = np.ones(num_docs, dtype=bool)
             keep[list(bad)] = False
@@ -276,13 +284,32 @@ class _TokenizeFn(beam.DoFn):
                     t, l, p = _select(tokens, lengths, per_doc, mask)
                     yield TokenBatch(shard=shard, item=batch.item, batch=batch.batch, tokens=t,
                                      sequence_lengths=l, sequences_per_document=p,
-                                     num_bytes=0 if shard != name else batch.num_bytes)
+                                     num_bytes=0 if shard != name else batch.num_bytes,
+                                     place=batch.place)
             else:
                 yield TokenBatch(shard=name, item=batch.item, batch=batch.batch, tokens=tokens,
                                  sequence_lengths=lengths, sequences_per_document=per_doc,
-                                 num_bytes=batch.num_bytes)
+                                 num_bytes=batch.num_bytes, place=batch.place)
             self._tokens += int(tokens.size)
         self._progress(len(batch), batch.num_bytes)
+
+    def _pass_mark(self, batch: DocumentBatch):
+        """An item's mark goes on to the sink, behind the item's batches: with what this step
+        found bad in the item ("end"), or reporting again what it found then ("reused")."""
+        mark = batch.mark
+        if mark.kind == "end":
+            for report in self._bad_of_item.pop(batch.place, ()):
+                mark.note_bad(report, found="tokenize")
+        else:
+            for found in mark.record.get("bad_tokenized", ()):
+                report = BadRecordReport(**found)
+                if self._on_bad_record == "fail":
+                    raise bad_record_error(report)
+                yield beam.pvalue.TaggedOutput(ERRORS_TAG, (batch.stem, report))
+        empty = np.empty(0, np.int64)
+        yield TokenBatch(shard="", item=batch.item, batch=batch.batch, tokens=empty,
+                         sequence_lengths=empty, sequences_per_document=empty, num_bytes=0,
+                         place=batch.place, mark=mark)
 
     def _split_documents(self, values, *, key: str, bad: dict) -> tuple[list[str], list[int]]:
         """Every document's segments in order, and the document of each segment; a document the

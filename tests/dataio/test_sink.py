@@ -37,7 +37,8 @@ def read_documents(prefix):
 
 
 def write_parts(output, shard, batches, *, run_id=RUN, dtype="uint16"):
-    """Drive _WritePartFn directly: (PartInfos, combined (Counts, input bytes)) of ``batches``."""
+    """Drive _WritePartFn directly: (PartInfos, combined (Counts, input bytes, reused bytes)) of
+    ``batches``."""
     fn = sink._WritePartFn(str(output), dtype, None, run_id)
     fn.setup()
     outs = [out for tb in batches for out in fn.process(tb)]
@@ -51,6 +52,7 @@ def write_parts(output, shard, batches, *, run_id=RUN, dtype="uint16"):
 def finalize(output, shard, fingerprint, parts, counts, *, failed=(), run_id=RUN):
     fn = sink._FinalizeShardFn(str(output), "uint16", None, run_id)
     fn.setup()
+    counts = (*counts, 0) if len(counts) == 2 else counts  # (Counts, input bytes[, reused])
     element = (shard, {"planned": [fingerprint], "parts": list(parts), "counts": [counts],
                        "failed": list(failed)})
     return list(fn.process(element))
@@ -153,13 +155,14 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
 
 # --- SumCountsFn ---------------------------------------------------------------------------------
 
-counts_st = st.tuples(st.builds(Counts, *[st.integers(0, 10**12)] * 3), st.integers(0, 10**12))
+counts_st = st.tuples(st.builds(Counts, *[st.integers(0, 10**12)] * 3), st.integers(0, 10**12),
+                      st.integers(0, 10**12))
 
 
 def _sum(values):
-    return (Counts(*(sum(getattr(c, f) for c, _ in values)
+    return (Counts(*(sum(getattr(c, f) for c, _, _ in values)
                      for f in ("documents", "sequences", "tokens"))),
-            sum(n for _, n in values))
+            sum(n for _, n, _ in values), sum(r for _, _, r in values))
 
 
 @settings(max_examples=60, deadline=None)
@@ -187,10 +190,10 @@ def test_sum_counts_any_split_and_merge_order_gives_the_total(values, cuts, orde
 
 def test_sum_counts_of_nothing_is_zero():
     fn = sink.SumCountsFn()
-    assert fn.extract_output(fn.create_accumulator()) == (Counts(0, 0, 0), 0)
-    assert fn.extract_output(fn.merge_accumulators([])) == (Counts(0, 0, 0), 0)
+    assert fn.extract_output(fn.create_accumulator()) == (Counts(0, 0, 0), 0, 0)
+    assert fn.extract_output(fn.merge_accumulators([])) == (Counts(0, 0, 0), 0, 0)
     assert fn.extract_output(fn.merge_accumulators([fn.create_accumulator()] * 3)) == \
-        (Counts(), 0)
+        (Counts(), 0, 0)
 
 
 # --- bad records: the tally of an input's records, and when it fails the input's shards ------
@@ -269,7 +272,7 @@ def test_part_names_are_deterministic_so_a_retry_overwrites_its_own_part(tmp_pat
     assert sorted(os.listdir(os.path.dirname(prefix))) == ["000003-000012.bin",
                                                           "000003-000012.idx"]  # no temporaries
     assert (retry[0].order, retry[0].counts) == ((3, 12), Counts(1, 1, 1))
-    assert counts == (Counts(1, 1, 1), 10)
+    assert counts == (Counts(1, 1, 1), 10, 0)
 
 
 def test_runs_keep_their_parts_apart(tmp_path):
@@ -410,7 +413,9 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
     fn = make(str(tmp_path), azure_storage_plan)
     # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids)
     assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard",
-                             "_max_bad_fraction"}
+                             "_max_bad_fraction", "_run_id", "_committer"}
+    if hasattr(fn, "_committer"):  # the commit's identifiers: output, dtype, run id, guard
+        assert set(vars(fn._committer)) == {"_output", "_dtype", "_run_id", "_guard"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)
