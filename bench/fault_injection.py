@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from dataio import faults, indexed, naming  # noqa: E402
+from dataio import faults, indexed, naming, parts  # noqa: E402
 from dataio.sink import COMMITS_DIR, TEMPORARY_DIR  # noqa: E402
 
 WALL_CLOCK = "wall-clock"
@@ -196,8 +196,9 @@ def inspect_killed(folder: str) -> tuple[list[str], list[str]]:
 def leftovers(folder: str) -> list[str]:
     """Temporaries a finished run must not leave."""
     left = [n for n in os.listdir(folder) if indexed.is_temporary_name(n)]
-    if os.path.exists(os.path.join(folder, TEMPORARY_DIR)):
-        left.append(TEMPORARY_DIR)
+    for control in (TEMPORARY_DIR, parts.PARTS_DIR):  # a finished run leaves neither
+        if os.path.exists(os.path.join(folder, control)):
+            left.append(control)
     return left
 
 

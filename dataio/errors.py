@@ -64,13 +64,22 @@ class Interrupted(KeyboardInterrupt):
         self.exit_status = 128 + signum
 
     def __str__(self) -> str:
-        kept = f": {interrupt_detail[0]}" if interrupt_detail else ""
+        kept = ""
+        for say in _what_is_kept[-1:]:
+            try:
+                kept = f": {say()}"
+            except Exception:  # noqa: BLE001 - the line goes out without it
+                pass
         return f"interrupted ({signal.Signals(self.signum).name}){kept}; {RESUME_HINT}"
 
 
-# What an interrupted command keeps ("14 of 32 shards committed, ..."), set by the command on
-# its way out; the interrupt's one line says it.
-interrupt_detail: list[str] = []
+_what_is_kept: list[Callable[[], str]] = []
+
+
+def on_interrupt_say(what_is_kept: Callable[[], str]) -> None:
+    """``what_is_kept()`` ("14 of 32 shards committed, ...") goes into the interrupt's one line,
+    however the command ends (unwound, or ended after the grace period)."""
+    _what_is_kept[:] = [what_is_kept]
 
 
 _ANTICIPATED: dict[str, int] = {}
@@ -330,6 +339,7 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
     with it (see dataio/workers.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_bundle_failures()
+    _what_is_kept.clear()  # an earlier in-process command's, not this one's
     if process:
         signal.signal(signal.SIGINT, _on_signal)
         signal.signal(signal.SIGTERM, _on_signal)

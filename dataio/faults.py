@@ -56,9 +56,11 @@ POINTS = (
     "readers.item_started",       # a planned work item about to read its input (planning done)
     "indexed.bin_written",        # writer: .bin and .idx written under temporary names
     "indexed.between_renames",    # writer: .bin renamed to its final name, .idx not yet
-    "sink.part_written",          # a part committed under _temporary/, its counts not yet out
+    "sink.part_written",          # a part written under _parts/, its counts not yet out
+    "sink.item_recorded",         # a work item's parts all written and its record too
     "sink.before_commit_record",  # final .bin/.idx in place, _commits/<shard>.json not yet
     "sink.before_cleanup",        # commit record written, stale files and parts not yet removed
+    "sink.stem_committed",        # every shard of a one-item input committed, its parts not yet removed
 )
 
 # Reached by the reshard job only (so not in POINTS, which a tokenize run passes every one of).

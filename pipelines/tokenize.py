@@ -365,11 +365,10 @@ def _run(argv) -> int:
         take_over(io.output, held)
         job = plan(options, checked=True)
         job.run_id, job.guard = run_id, held.guard()
+        errors.on_interrupt_say(lambda: what_is_kept(job))
         try:
             status = execute(job, argv, storage=storage)
         except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                errors.interrupt_detail[:] = [what_is_kept(job)]
             # Failed or interrupted: this run's temporaries are of no use to the next (its
             # finished items are kept under _parts/); removing them may fail too (storage
             # down), but the first error is the one to report.
