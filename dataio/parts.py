@@ -18,8 +18,8 @@ other ranges, which are not reused either. An item's record names its parts, the
 input bytes, the records it read and the bad ones among them (so that a reused item still
 reports them in ``_errors/`` and counts them for ``--max-bad-fraction``).
 
-A stem of one item is committed by the worker that finishes that item (dataio/sink.py); the
-parts of a stem go once all its shards are committed. Nothing here imports Beam.
+A stem is committed by the worker that finishes its last item (dataio/sink.py), as soon as it
+does; the parts of a stem go once all its shards are committed. Nothing here imports Beam.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class StemPlan:
     shards: tuple
     items: int
     done: frozenset = frozenset()
+    keys: tuple = ()  # of its items, where it has several (the worker of the last commits)
 
 
 def stem_folder(stem: str, shards: Iterable[tuple[str, str]]) -> str:
@@ -119,6 +120,14 @@ def remove_stale(output: str, plans: Iterable[StemPlan], existing: Iterable[str]
     for name in existing:
         stem_hash = name.split("-", 1)[0]
         if stem_hash in current and (everything or name != current[stem_hash]):
+            fsutil.remove_tree(fsutil.join(root(output), name))
+
+
+def remove_stems(output: str, stems: Iterable[str], existing: Iterable[str]) -> None:
+    """Remove every parts folder (of ``existing``) of ``stems``, whatever settings wrote it."""
+    hashes = {_hash(stem) for stem in stems}
+    for name in existing:
+        if name.split("-", 1)[0] in hashes:
             fsutil.remove_tree(fsutil.join(root(output), name))
 
 

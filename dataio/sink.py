@@ -290,23 +290,36 @@ class _WritePartFn(beam.DoFn):
     def _on_mark(self, mark):
         plan = mark.plan
         if mark.kind == "end":
-            written = self._written.pop((plan.folder, mark.key), [])
-            record = self._item_record(mark, written)
-            if mark.keepable:
-                # every part of the item is written: from now on it is done, whatever happens
-                parts.write_record(self._output, plan.folder, mark.key, record)
-                faults.checkpoint("sink.item_recorded")
+            record = self._item_record(mark, self._written.pop((plan.folder, mark.key), []))
+            if not mark.keepable:
+                return  # too many bad records to keep: the item is redone on a rerun
+            # every part of the item is written: from now on it is done, whatever happens
+            parts.write_record(self._output, plan.folder, mark.key, record)
+            faults.checkpoint("sink.item_recorded")
         else:
             record = mark.record
-            written = [(p["shard"], PartInfo(order=tuple(p["order"]), counts=Counts(*p["counts"]),
-                                             prefix=parts.prefix_of(self._output, plan.folder,
-                                                                    mark.key, p["name"])),
-                        p["num_bytes"]) for p in record["parts"]]
+            written = self._parts_of(plan, mark.key, record)
             REUSED_BYTES.inc(sum(b for _, _, b in written))
             for shard, info, num_bytes in written:
                 yield shard, (info, (info.counts, num_bytes, num_bytes))
-        if plan.items == 1 and mark.keepable:
-            self._commit_stem(mark, record, written)
+        records = {mark.key: record}
+        if plan.items > 1:
+            # the stem's other items, as the records of the run(s) that finished them say
+            listed = fsutil.file_sizes(fsutil.join(parts.root(self._output), plan.folder))
+            if not all(key + ".json" in listed for key in plan.keys):
+                return  # not all done yet: the worker of the last one commits
+            records.update({key: parts.read_record(self._output, plan.folder, key)
+                            for key in plan.keys if key != mark.key})
+            if any(r is None for r in records.values()):
+                return
+        self._commit_stem(mark, [records[key] for key in plan.keys or [mark.key]])
+
+    def _parts_of(self, plan, key: str, record: dict) -> list:
+        """(shard, PartInfo, input bytes) of each part an item record names."""
+        return [(p["shard"], PartInfo(order=tuple(p["order"]), counts=Counts(*p["counts"]),
+                                      prefix=parts.prefix_of(self._output, plan.folder, key,
+                                                             p["name"])),
+                 p["num_bytes"]) for p in record["parts"]]
 
     def _item_record(self, mark, written: list) -> dict:
         itemsize = np.dtype(self._dtype).itemsize
@@ -315,19 +328,26 @@ class _WritePartFn(beam.DoFn):
                 "bad_tokenized": mark.bad_tokenized, "file_bytes": mark.file_bytes,
                 "num_bytes": mark.num_bytes,
                 "parts": [{"shard": shard, "order": list(info.order),
-                           "name": os.path.basename(info.prefix), "counts": [info.counts.documents, info.counts.sequences, info.counts.tokens],
+                           "name": os.path.basename(info.prefix),
+                           "counts": [info.counts.documents, info.counts.sequences,
+                                      info.counts.tokens],
                            "num_bytes": num_bytes,
                            "bin_size": info.counts.tokens * itemsize,
                            "idx_size": indexed.HEADER_SIZE + 12 * info.counts.sequences
                            + 8 * (info.counts.documents + 1)}
                           for shard, info, num_bytes in written]}
 
-    def _commit_stem(self, mark, record: dict, written: list) -> None:
-        """Commit every shard of a stem whose one item is done (unless its records are too often
-        bad: the last step fails its shards then), its bad records listed first."""
+    def _commit_stem(self, mark, records: list[dict]) -> None:
+        """Commit every shard of a stem whose items are all done (``records``: their item
+        records), its bad records listed first; unless its records are too often bad (the last
+        step fails its shards then). Items recorded by another run count as reused. Two workers
+        finishing a stem's last items at once may both commit it: the same bytes, each step
+        atomic, so the second commit changes nothing."""
         plan = mark.plan
-        reports = sorted(record["bad_read"] + record["bad_tokenized"], key=lambda r: r["offset"])
-        tally = RecordTally(records=record["records"] + len(record["bad_read"]),
+        bad_read = [r for record in records for r in record["bad_read"]]
+        reports = sorted(bad_read + [r for record in records for r in record["bad_tokenized"]],
+                         key=lambda r: r["offset"])
+        tally = RecordTally(records=sum(r["records"] for r in records) + len(bad_read),
                             bad=len(reports), stem=plan.stem, file=mark.path)
         if reports:
             first = reports[0]
@@ -341,17 +361,19 @@ class _WritePartFn(beam.DoFn):
             self._committer.still_ours()
             fsutil.write_bytes_atomic(errors_path(self._output, plan.stem),
                                       error_lines(reports).encode("utf-8"))
-        reused = mark.kind == "reused"
+        written = [(shard, info, num_bytes, record["run_id"] != self._run_id)
+                   for record in records
+                   for shard, info, num_bytes in self._parts_of(plan, record["key"], record)]
         for shard, fingerprint, resume_key in plan.shards:
-            mine = [(info, b) for s, info, b in written if s == shard]
-            counts = sum((info.counts for info, _ in mine), Counts())
-            input_bytes = sum(b for _, b in mine)
+            mine = [(info, b, reused) for s, info, b, reused in written if s == shard]
             self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
-                                   parts=[info for info, _ in mine], counts=counts,
-                                   input_bytes=input_bytes,
-                                   reused_bytes=input_bytes if reused else 0)
+                                   parts=[info for info, _, _ in mine],
+                                   counts=sum((info.counts for info, _, _ in mine), Counts()),
+                                   input_bytes=sum(b for _, b, _ in mine),
+                                   reused_bytes=sum(b for _, b, reused in mine if reused))
         faults.checkpoint("sink.stem_committed")
-        parts.remove_folder(self._output, plan.folder)
+        if plan.items == 1:  # (several: another worker may be committing them too)
+            parts.remove_folder(self._output, plan.folder)
 
 
 class _FinalizeShardFn(beam.DoFn):

@@ -110,15 +110,18 @@ class Job:
         shards: dict[str, list[ShardPlan]] = {}
         for s in self.to_process:
             shards.setdefault(s.stem, []).append(s)
-        counted: dict[str, int] = {}
+        keys: dict[str, list[str]] = {}
         for item in items or ():
-            counted[item.stem] = counted.get(item.stem, 0) + 1
+            keys.setdefault(item.stem, []).append(
+                parts.item_key(item.index, item.start, item.end, item.row_groups))
         plans = {}
         for stem, of_stem in shards.items():
             of_stem.sort(key=lambda s: s.shard)
             folder = parts.stem_folder(stem, [(s.shard, s.fingerprint) for s in of_stem])
+            of_items = keys.get(stem, [])
             plans[stem] = parts.StemPlan(
-                stem=stem, folder=folder, items=counted.get(stem, 1),
+                stem=stem, folder=folder, items=len(of_items) or 1,
+                keys=tuple(of_items) if len(of_items) > 1 else (),
                 shards=tuple((s.shard, s.fingerprint, s.resume_key) for s in of_stem),
                 done=frozenset((done or {}).get(folder, ())))
         return plans

@@ -220,16 +220,14 @@ def finish(job: Job, argv, *, started: str,
 
 
 def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> None:
-    """The kept parts of every stem whose shards are all committed now (one listing of
-    ``_parts/``; a stem of one item removed its own when its worker committed it)."""
-    kept = set(parts.folders(job.output))
-    if not kept:
-        _remove_if_empty(parts.root(job.output))
-        return
-    failed = {r.shard for r in results if r.failed}
-    for plan in job.stem_plans().values():
-        if plan.folder in kept and not any(s in failed for s, _, _ in plan.shards):
-            parts.remove_folder(job.output, plan.folder)
+    """The kept parts of every input whose shards are all committed now, whichever run
+    committed them (one listing of ``_parts/``; a stem of one item removed its own when its
+    worker committed it)."""
+    kept = parts.folders(job.output)
+    if kept:
+        written = {r.shard for r in results if not r.failed}
+        not_done = {s.stem for s in job.shards if not s.skip and s.shard not in written}
+        parts.remove_stems(job.output, {s.stem for s in job.shards} - not_done, kept)
     _remove_if_empty(parts.root(job.output))
 
 

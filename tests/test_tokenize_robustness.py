@@ -4,6 +4,7 @@ documented exit status, checks before any input is read, workers that die with t
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -51,9 +52,9 @@ def wait_for(predicate, *, proc=None, deadline_s=300, what="condition"):
 
 
 def has_parts(out):
-    temporary = out / "_temporary"
-    return temporary.is_dir() and any(f.endswith(".idx") for _, _, fs in os.walk(temporary)
-                                      for f in fs)
+    """A part written: under _parts/ (a work item's, dataio/parts.py)."""
+    kept = out / "_parts"
+    return kept.is_dir() and any(f.endswith(".idx") for _, _, fs in os.walk(kept) for f in fs)
 
 
 def one_line_error(stderr):
@@ -206,7 +207,10 @@ def test_interrupt_is_one_line_and_the_rerun_resumes(big_input, hf_tokenizer, tm
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, err
     name = signal.Signals(signum).name
-    assert one_line_error(err) == [f"interrupted ({name}); rerun the same command to resume"]
+    (line,) = one_line_error(err)
+    # what is kept: the shards committed and the share of the input done (issue 24)
+    assert re.fullmatch(rf"interrupted \({name}\): \d+ of 24 shards committed, \d+% of the "
+                        r"input done is kept; rerun the same command to resume", line), line
     assert not (out / "_lock").exists()
     status, _, err = run_cli(big_input, out, hf_tokenizer)
     assert status == 0, err

@@ -17,7 +17,7 @@ from dataio import dataset, indexed, jsonl_sink, lock, manifest
 from pipelines import tokenize
 
 VICTIM_TEXT = b"victim: must stay as it is\n"
-CONTROLS = ["_lock", "_temporary", "_commits", "_failures", "_errors", "metadata.json",
+CONTROLS = ["_lock", "_temporary", "_commits", "_failures", "_errors", "_parts", "metadata.json",
             "holdout", "_commits/holdout", "_failures/holdout"]
 
 

@@ -120,7 +120,7 @@ def test_read_fn_holds_only_its_configuration_and_ships_without_secrets(
     transform = docs.ReadDocuments(["text"], id_key="id", max_docs=7, storage=azure_storage_plan)
     fn = transform._fn
     assert vars(fn) == {"_keys": ["text"], "_id_key": "id", "_on_bad": "skip", "_max_docs": 7,
-                        "_max_bytes": 8 << 20, "_storage": azure_storage_plan}
+                        "_max_bytes": 8 << 20, "_storage": azure_storage_plan, "_output": ""}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)
