@@ -15,13 +15,14 @@ import dataclasses
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, manifest, parts, readers, sink
+from dataio import errors, log, manifest, parts, readers, sink
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
 from transforms import documents as docs
 from transforms.tokenize import TokenizeDocuments
 
 errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
+_LOG = log.get("tokenize")
 
 
 def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_argv=None,
@@ -40,6 +41,10 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     # one listing of the output's _parts/ (dataio/parts.py).
     planned_items = job.items()
     plans = job.stem_plans(planned_items, parts.done_items(job.output))
+    kept = planner.reused_items(planned_items, plans)
+    if kept:
+        _LOG.info("resuming: %d of %d work items were finished by an earlier run; their parts "
+                  "are reused", kept, len(planned_items))
     planned_items = [dataclasses.replace(i, keep=plans.get(i.stem)) for i in planned_items]
     items = (pipeline | "PlanItems" >> beam.Create(planned_items)
              | "Distribute" >> beam.Reshuffle())

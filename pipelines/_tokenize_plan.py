@@ -540,8 +540,18 @@ def print_plan(job: Job, out=None) -> None:
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None
     workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""
+    items = job.items()
+    kept = reused_items(items, job.stem_plans(items, parts.done_items(job.output)))
+    kept_line = f" ({kept} finished by an earlier run, reused)" if kept else ""
     print(f"plan: {todo} shards to write, {len(job.shards) - todo} to skip, "
-          f"{len(job.items())} work items{workers_line}; nothing written (--dry-run)", file=out)
+          f"{len(items)} work items{kept_line}{workers_line}; nothing written (--dry-run)",
+          file=out)
+
+
+def reused_items(items: list[readers.WorkItem], plans: dict[str, parts.StemPlan]) -> int:
+    """How many of ``items`` an earlier run finished (their parts are kept: dataio/parts.py)."""
+    return sum(1 for i in items if i.stem in plans and parts.item_key(
+        i.index, i.start, i.end, i.row_groups) in plans[i.stem].done)
 
 
 def shown(text: str) -> str:

@@ -140,8 +140,13 @@ def test_a_reused_item_still_reports_and_counts_its_bad_records(tmp_path):
     status, err = fi.run(cmd, env=fi._env(**{faults.FAULT_ENV: "sink.item_recorded:3"}))
     assert status == -signal.SIGKILL, err
     assert _kept(output) == (0, 3)  # a stem of many items commits at the end: none yet
+    plan = subprocess.run(cmd + ["--dry-run"], capture_output=True, text=True, cwd=fi.ROOT,
+                          env=fi._env(), timeout=300)
+    assert re.search(r"\d+ work items \(3 finished by an earlier run, reused\)", plan.stdout), \
+        plan.stdout + plan.stderr
     status, err = fi.run(cmd, env=fi._env())
     assert status == 0, err
+    assert re.search(r"resuming: 3 of \d+ work items were finished by an earlier run", err), err
     assert fi.shard_files(output) == fi.shard_files(clean)
     errors_file = os.path.join("_errors", "big.jsonl")
     with open(os.path.join(clean, errors_file), encoding="utf-8") as a, \
