@@ -2,11 +2,15 @@
 
 Protocol (the same on local disk and object stores):
 
-1. Each TokenBatch is written as a *part*, a small indexed dataset at
-   ``{output}/_temporary/{run id}/{shard}/{item:06d}-{batch:06d}``. Part names are deterministic,
-   so a retried bundle overwrites its own parts (each part is itself written temp-then-rename);
-   the run id keeps one run's parts apart from any other's (a run removes only its own; the
-   leftovers of dead runs only once the output's lock, dataio/lock.py, proves no run is alive).
+1. Each TokenBatch is written as a *part*, a small indexed dataset under the output's
+   ``_parts/{stem folder}/{item key}/`` (dataio/parts.py; ``_temporary/{run id}/{shard}/`` for
+   a batch planned without a place). Part names are deterministic, so a retried bundle
+   overwrites its own parts (each part is itself written temp-then-rename). Once every part of
+   a work item is written, the item's record is written beside them: the item is done, whatever
+   happens to the run, and a rerun hands its parts on instead of reading it again (the reader
+   sends its "reused" mark; dataio/parts.py). The worker that finishes an input's last item
+   commits the input's shards at once (steps 4-5 below, the same code), without waiting for the
+   rest of the run; the final step then finds them committed.
 2. Counts (documents, sequences, tokens; and the input bytes they came from) are combined per
    shard by a CombineFn.
 3. Parts are grouped per shard together with the planned shard list (so a shard with no
@@ -15,7 +19,8 @@ Protocol (the same on local disk and object stores):
    ``.bin`` then ``.idx``; on local disk a lone part's ``.bin`` is hard-linked, several are
    joined by the kernel, so no token passes through Python a second time; see
    dataio/indexed.py), then writes the commit record ``{output}/_commits/{shard}.json`` last,
-   removes final files of older runs with other counts, and deletes the parts. A shard is
+   removes final files of older runs with other counts (the driver removes the input's kept
+   parts once all its shards are committed: pipelines/tokenize.py ``finish``). A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
    has ended commits nothing more (dataio/workers.py); on Azure, neither does one whose run
