@@ -184,10 +184,11 @@ def test_run_that_lost_its_lease_leaves_the_taking_runs_temporaries(azurite, con
         b = _start_paused([sys.executable, "-m", "pipelines.tokenize",
                            *_argv(corpus_dir, output, hf_tokenizer)], env, tmp_path / "b.err")
         try:
-            temporaries = _blobs(azurite, container, "out/_temporary/")
+            # B's parts (kept under _parts/ since issue 24) are what A must not touch
+            temporaries = _blobs(azurite, container, "out/_parts/")
             assert temporaries
             status = _resume(a)
-            assert _blobs(azurite, container, "out/_temporary/") == temporaries
+            assert _blobs(azurite, container, "out/_parts/") == temporaries
         finally:
             b_status = _resume(b)
     finally:
