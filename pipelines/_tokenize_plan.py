@@ -256,9 +256,21 @@ def plan(options, *, checked: bool = False) -> Job:
         """Whether the output holds a commit record of a shard of ``f`` under this name."""
         return any(f"{n}.json" in records for n in _names_of(f, keys, level, holdout=holdout))
 
+    def committed_stem(f: readers.InputFile) -> str | None:
+        """The stem ``f``'s shards are committed under, when that is its own name (planned
+        before an input of the same name elsewhere was added): see readers.shard_stems."""
+        names = _names_of(dataclasses.replace(f, shard_stem=""), keys, level, holdout=False)
+        if f"{names[0]}.json" not in records:
+            return None
+        record = manifest.read_commit_record(output, names[0]) or {}
+        given = (record.get("resume_key") or {}).get("input")
+        return f.own_stem if isinstance(given, list) and given[:1] == [f.path] else None
+
     # Of several names of one file, the one whose shards are committed is kept: a name added
     # later (a link beside a file already tokenized) must not write the same data again.
-    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records)
+    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records,
+                             layout=getattr(io, "output_layout", "flat"),
+                             kept=committed_stem if records else None)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)
@@ -279,7 +291,8 @@ def plan(options, *, checked: bool = False) -> Job:
     # Only a local file has other names under other stems (links) or a content key to match.
     new = [f for f in files if fsutil.is_local(f.path) and not has_records(f)]
     if new and records:
-        files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps)
+        files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps,
+                                  suffixes=tuple(f"_{key}_{level}" for key in keys))
 
     planned = []
     for f in files:
@@ -331,8 +344,8 @@ def _names_of(f: readers.InputFile, keys, level: str, *, holdout: bool) -> list[
 
 
 def committed_aliases(output: str, records: set[str], files: list[readers.InputFile],
-                      new: list[readers.InputFile], *, hashes: dict, stamps: dict
-                      ) -> list[readers.InputFile]:
+                      new: list[readers.InputFile], *, hashes: dict, stamps: dict,
+                      suffixes: tuple[str, ...] = ()) -> list[readers.InputFile]:
     """``files``, where an input ``new`` to the output (no commit record of its own) is data
     the output already holds under another name, as its commit records say, not written twice:
 
@@ -361,7 +374,10 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     replaced: dict[str, readers.InputFile] = {}  # path -> planned as
     for f in new:
         path, shard = by_file.get(readers.file_key(f.path), (f.path, ""))
-        alias = dataclasses.replace(f, path=path)
+        # named as its committed shards are (by its folders too, where it was: shard_stems)
+        stem = next((shard.removeprefix(f"{HOLDOUT_DIR}/")[:-len(end)] for end in suffixes
+                     if shard.endswith(end)), "")
+        alias = dataclasses.replace(f, path=path, shard_stem=stem, folder="")
         if path != f.path and alias.stem not in stems:
             replaced[f.path] = alias
             stems.add(alias.stem)
