@@ -384,8 +384,9 @@ def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
     dataset_folders = [p.rstrip("/") + "/" for p in paths if _is_dataset_name(p) and (
         p in folders or (os.path.isdir(p.removeprefix("file://")) if fsutil.is_local(p)
                          else details.get(p, {}).get("type") == "directory"))]
+    is_dataset = set(dataset_folders)
     for path in paths:
-        if not dataset_folders or path.rstrip("/") + "/" not in dataset_folders:
+        if path.rstrip("/") + "/" not in is_dataset:
             # a part file a glob matched (data/**/*.parquet) is read as its dataset's part
             if not any(path.startswith(d) for d in dataset_folders):
                 out.append(path)

@@ -307,6 +307,8 @@ def plan(options, *, checked: bool = False) -> Job:
     if planned:
         refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
                               planned[0][3], overwrite=overwrite)
+        if records:
+            refuse_other_layout(output, records, files, keys[0], level, overwrite=overwrite)
     # A record counts only if its files are there with the recorded sizes: checked against one
     # listing of each folder the shards go to, not a request per file.
     sizes = manifest.listed_sizes(output, {os.path.dirname(n) for _, _, names, _ in planned
@@ -437,6 +439,35 @@ def refuse_other_settings(output: str, records: set[str], names: set[str], resum
                 f"(e.g. {shard}; {why}); give another --output, or --overwrite to write these "
                 "shards beside them")
         return  # the same settings: so are the others (each run checked this)
+
+
+def refuse_other_layout(output: str, records: set[str], files: list[readers.InputFile],
+                        key: str, level: str, *, overwrite: bool = False) -> None:
+    """An input whose shards the output holds under the name another ``--output-layout`` gives
+    it (``CC-MAIN-2024-10/000_00000_...`` of a mirrored run, now planned flat as
+    ``CC-MAIN-2024-10_000_00000_...``, or the reverse) would be written twice, and the loader
+    would read its documents twice: refused, naming both names and the fix; ``--overwrite``
+    writes beside them and says so. Costs a set lookup per input (a commit record is read only
+    where one is found under such a name)."""
+    for f in files:
+        flat = f"{f.folder.replace('/', '_')}_{f.own_stem}" if f.folder else f.own_stem
+        mirrored = f"{f.folder}/{f.own_stem}" if f.folder else f.own_stem
+        for stem in dict.fromkeys((f.own_stem, flat, mirrored)):
+            shard = f"{stem}_{key}_{level}"
+            if stem == f.stem or f"{shard}.json" not in records:
+                continue
+            given = ((manifest.read_commit_record(output, shard) or {}).get("resume_key")
+                     or {}).get("input")
+            if not isinstance(given, list) or given[:1] != [f.path]:
+                continue  # another input's shards (of the same name elsewhere)
+            why = (f"--output {output} holds the shards of {f.path} as {shard}, and this run "
+                   f"names them {f.stem}_{key}_{level} (another --output-layout)")
+            if overwrite:
+                _LOG.warning("--overwrite: %s; both stay, and its documents are in the output "
+                             "twice: delete %s_* and its _commits/ record if unwanted", why, shard)
+                return
+            raise opts.OptionsError(f"{why}; give the --output-layout it was written with, "
+                                    "another --output, or --overwrite to write beside them")
 
 
 def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:

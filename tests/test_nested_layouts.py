@@ -117,6 +117,12 @@ def test_dolma_tree_mirrored_is_found_by_every_reader(dolma, hf_tokenizer, hf_en
     capsys.readouterr()
     assert _run([f"{root}/*/*.json*"], out, hf_tokenizer, "--output-layout", "mirror") == 0
     assert "shards written               0" in capsys.readouterr().out
+    # the flat layout into it would write the same inputs again under other names: refused
+    assert _run([f"{root}/*/*.json*"], out, hf_tokenizer) == 2
+    err = capsys.readouterr().err
+    assert "holds the shards of" in err and "as books/0000_text_document" in err
+    assert "names them books_0000_text_document (another --output-layout)" in err
+    assert sorted(_shards(out)) == sorted(f"{n}_text_document" for n in names.values())
 
 
 def test_mirrored_holdout_shards_are_found(dolma, hf_tokenizer, tmp_path, capsys):
