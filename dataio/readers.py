@@ -354,8 +354,10 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
     root = _common_root(list(roots.values()))
-    found = {path: dataclasses.replace(f, folder=_folder_below(root, units.get(path, path)))
-             for path, f in found.items()} if root is not None else found
+    for path, f in found.items() if root is not None else ():
+        folder = _folder_below(root, units.get(path, path))
+        if folder:  # most inputs of a flat corpus lie in the root: no copy for them
+            found[path] = dataclasses.replace(f, folder=folder)
     files = _each_file_once(list(found.values()), named_again, prefer)
     # A folder reshard writes is read only once its commit there is complete (one manifest
     # read per folder; dataio/jsonl_sink.py step 3).

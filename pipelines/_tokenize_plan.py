@@ -450,6 +450,8 @@ def refuse_other_layout(output: str, records: set[str], files: list[readers.Inpu
     writes beside them and says so. Costs a set lookup per input (a commit record is read only
     where one is found under such a name)."""
     for f in files:
+        if not f.folder and f.stem == f.own_stem:
+            continue  # directly in the input root, named as ever: one name in every layout
         flat = f"{f.folder.replace('/', '_')}_{f.own_stem}" if f.folder else f.own_stem
         mirrored = f"{f.folder}/{f.own_stem}" if f.folder else f.own_stem
         for stem in dict.fromkeys((f.own_stem, flat, mirrored)):
