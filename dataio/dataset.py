@@ -362,6 +362,22 @@ def unique_datasets(prefixes: Sequence[str]) -> list[str]:
     return unique
 
 
+def shown_names(prefixes: Sequence[str]) -> list[str]:
+    """How a listing names each dataset: its file name, or, where two would read the same (the
+    shards of ``--output-layout mirror`` in several subfolders: ``CC-MAIN-2024-10/000_00000_...``
+    and ``CC-MAIN-2024-18/000_00000_...``), each its path below the deepest folder they share."""
+    names = [os.path.basename(p.rstrip("/")) for p in prefixes]
+    if len(set(names)) == len(names):
+        return names
+    split = [p.rstrip("/").split("/") for p in prefixes]
+    shared = 0
+    for parts in zip(*(s[:-1] for s in split)):
+        if len(set(parts)) > 1:
+            break
+        shared += 1
+    return ["/".join(s[shared:]) for s in split]
+
+
 def is_folder(path: str) -> bool:
     fs, inner = fsutil.filesystem_and_path(path)
     return fs.isdir(inner)

@@ -122,3 +122,12 @@ def test_the_input_root_of_each_kind_of_input():
     assert readers._common_root(["az://c/data/a", "az://c/data/b"]) == "az://c/data"
     assert readers._common_root(["az://c/a", "az://d/b"]) is None
     assert readers._common_root(["/d/a", "az://c/a"]) is None
+
+
+def test_listings_show_the_folders_of_names_alike_in_two_folders():
+    from dataio import dataset
+
+    assert dataset.shown_names(["/o/a_x", "/o/b_x"]) == ["a_x", "b_x"]  # as ever
+    assert dataset.shown_names(["/o/CC-10/000_d", "/o/CC-18/000_d", "/o/CC-18/001_d"]) == \
+        ["CC-10/000_d", "CC-18/000_d", "CC-18/001_d"]
+    assert dataset.shown_names(["az://c/o/a/x", "az://c/o/b/x"]) == ["a/x", "b/x"]
