@@ -38,7 +38,9 @@ def fineweb(tmp_path_factory):
     root = tmp_path_factory.mktemp("fineweb") / "data"
     texts = {"CC-MAIN-2024-10/000_00000.parquet": _texts(1, 40),
              "CC-MAIN-2024-18/000_00000.parquet": _texts(2, 30),
-             "CC-MAIN-2024-18/001_00000.parquet": _texts(3, 20)}
+             "CC-MAIN-2024-18/001_00000.parquet": _texts(3, 20),
+             # a Spark dataset folder below: one dataset, its part a shard
+             "CC-MAIN-2024-18/t.parquet/part-00000-1.snappy.parquet": _texts(7, 10)}
     for rel, values in texts.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(pa.table({"text": values}), root / rel, row_group_size=7)
@@ -79,17 +81,24 @@ def test_fineweb_tree_flat_names_bytes_and_rerun(fineweb, hf_tokenizer, hf_encod
     assert _run([f"{root}/"], out, hf_tokenizer) == 0  # a folder: read recursively
     names = {"CC-MAIN-2024-10/000_00000.parquet": "CC-MAIN-2024-10_000_00000",
              "CC-MAIN-2024-18/000_00000.parquet": "CC-MAIN-2024-18_000_00000",
-             "CC-MAIN-2024-18/001_00000.parquet": "001_00000"}  # no repeat: today's name
+             "CC-MAIN-2024-18/001_00000.parquet": "001_00000",  # no repeat: today's name
+             "CC-MAIN-2024-18/t.parquet/part-00000-1.snappy.parquet": "t_part-00000-1"}
     shards = _shards(out)
     assert set(shards) == {f"{n}_text_document" for n in names.values()}
     _assert_megatron_bytes(shards, names, texts, hf_encode, tmp_path)
+    # two worker processes: the same names, the same bytes
+    assert _run([f"{root}/"], tmp_path / "out2", hf_tokenizer, "--workers", "2") == 0
+    two = _shards(tmp_path / "out2")
+    assert {n: os.path.basename(p) for n, p in two.items()} == \
+        {n: os.path.basename(p) for n, p in shards.items()}
+    assert all(read_pair(two[n]) == read_pair(shards[n]) for n in shards)
     meta = json.loads((out / "metadata.json").read_text())
     assert sorted(os.path.relpath(i["path"], root) for i in meta["inputs"]) == sorted(texts)
     capsys.readouterr()
     # the rerun (the same inputs given as a glob) skips every shard: the resume keys are stable
     assert _run([f"{root}/**/*.parquet"], out, hf_tokenizer) == 0
     said = capsys.readouterr().out
-    assert said.count("skip ") == 3 and "shards written               0" in said
+    assert said.count("skip ") == 4 and "shards written               0" in said
 
 
 def test_dolma_tree_mirrored_is_found_by_every_reader(dolma, hf_tokenizer, hf_encode, tmp_path,
