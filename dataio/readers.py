@@ -268,8 +268,9 @@ def _refuse_reserved_folder(f: InputFile) -> None:
 def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
                 skip_unsupported: bool = False, prefer=None) -> list[InputFile]:
     """Every supported file named by the patterns (globs, files, or folders: every supported file
-    directly in them), sorted by path, each once, with its size, version and ``format``
-    (compression kind): the one way every job finds its inputs.
+    in them and in the folders below them, see :func:`_files_below`), sorted by path, each
+    once, with its size, version, ``format`` (compression kind) and ``folder`` (below the input
+    root: :func:`_input_root`, :func:`_common_root`): the one way every job finds its inputs.
 
     A path that exists is taken as it is, even with glob characters in its name (``web[1].jsonl``).
     What a folder or glob matches leaves out the files of a tokenbeam job that are not inputs: a
@@ -337,7 +338,7 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
         paths, datasets = _dataset_parts(pattern, paths, details, folders, units)
         if not paths:
             wanted = "input file" if skip_unsupported else "supported file"
-            where = (" in it or any folder below it (hidden folders are not entered)"
+            where = (" in it or any folder below it (folders named .* or _* are not entered)"
                      if is_folder and not _is_dataset_name(pattern) else "")
             raise InputError(f"--input {pattern}: matches no {wanted} "
                              f"({', '.join(SUPPORTED_SUFFIXES)}){where}"
@@ -464,12 +465,15 @@ def _folder_below(root: str, path: str) -> str:
 def _files_below(folder: str) -> tuple[dict[str, dict], set[str]]:
     """({path: details} of every supported file in ``folder`` and the folders below it, {the
     dataset folders among them}): a folder named like a file (``t.parquet/``) is one dataset
-    (read as its part files), not entered here; hidden folders (``.git/``) and tokenbeam's own
-    (``_commits/``...) are not entered; a folder linked to twice is read once. Paths are
+    (read as its part files), not entered here; folders whose names start with ``.`` or ``_``
+    (``.git/``, tokenbeam's ``_commits/``, Delta's ``_delta_log/``) are not entered; a folder
+    linked to twice is read once. Paths are
     spelled as a listing of ``folder`` spells them (local: absolute). Details only where the
     listing gives them exactly (Azure: see fs.glob_details); one listing on object stores."""
     def enter(name: str) -> bool:
-        return not name.startswith(".") and name not in _JOB_FOLDERS
+        # As Hadoop and Spark list a folder: "_" and "." folders are metadata (ours: _commits/,
+        # _temporary/, _parts/; Spark's _temporary/, Delta's _delta_log/ of .json files).
+        return not name.startswith((".", "_"))
 
     def wanted(name: str) -> bool:
         return name.lower().endswith(SUPPORTED_SUFFIXES)
@@ -680,7 +684,7 @@ def _escape_glob(path: str) -> str:
 
 
 # What a tokenbeam job writes into its output folder besides shards (dataio.sink's layout).
-_JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary")
+_JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary", "_parts")
 
 
 def _not_an_input(path: str, not_inputs: set[str], real_folders: dict[str, str]) -> str:

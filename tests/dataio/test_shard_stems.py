@@ -92,7 +92,7 @@ def test_mirror_refuses_folders_named_as_tokenbeams_own(tmp_path):
 
 def test_a_folder_is_read_recursively_as_before_where_flat(tmp_path):
     _touch(tmp_path, "data/a.jsonl", "data/sub/deeper/b.jsonl", "data/.git/objects/c.jsonl",
-           "data/_commits/d.jsonl", "data/sub/README.md",
+           "data/_commits/d.jsonl", "data/sub/README.md", "data/t/_delta_log/0000.json",
            # a Spark dataset folder below: one dataset, not entered as a folder
            "data/sub/t.parquet/part-00000-1234-c000.snappy.parquet",
            "data/sub/t.parquet/_SUCCESS", "data/sub/t.parquet/.part-00000.crc")
