@@ -257,7 +257,7 @@ def _refuse_reserved_folder(f: InputFile) -> None:
     output (``holdout/`` at the top, ``_commits/`` and the other ``_`` folders, hidden ones)."""
     parts = f.folder.split("/") if f.folder else []
     for depth, part in enumerate(parts):
-        if part.startswith(("_", ".")) or part in ("", ".", "..") or (depth == 0 and part == "holdout"):
+        if part.startswith(("_", ".")) or not part or (depth == 0 and part == "holdout"):
             raise InputError(
                 f"--output-layout mirror: input {f.path} lies in the folder {f.folder}/, and an "
                 f"output folder named {part or '(empty)'} would sit among tokenbeam's own "
