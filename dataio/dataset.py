@@ -233,7 +233,11 @@ def _dataset_error(message: str) -> InputError:
 def list_datasets(folder: str, *, incomplete: str = "error") -> list[str]:
     """Prefixes of the datasets directly in ``folder`` (not in its subfolders, so ``holdout/``
     stays apart), sorted by name, spelled as ``folder`` is (a path or URL); temporary files of
-    unfinished writes are ignored.
+    unfinished writes are ignored. A tokenize output folder (one with ``_commits/``) and its
+    ``holdout/`` folder count their subfolders too (``--output-layout mirror`` writes shards
+    there: ``CC-MAIN-2024-10/000_00000_text_document_...``), all but ``holdout/`` and those
+    whose names start with ``_`` or ``.`` (tokenbeam's own); sorted by their names below
+    ``folder`` (``CC-MAIN-2024-10/...`` before ``CC-MAIN-2024-18/...``).
 
     ``incomplete`` says what becomes of a ``.bin`` without its ``.idx`` or the reverse:
     ``"error"`` raises :class:`InputError` naming it, ``"skip"`` warns on stderr and leaves it
@@ -247,11 +251,19 @@ def list_datasets(folder: str, *, incomplete: str = "error") -> list[str]:
                              "files")
     fs, inner = fsutil.filesystem_and_path(folder)
     found: dict[str, set[str]] = {}
-    for entry in fs.ls(inner, detail=True):
-        name = os.path.basename(entry["name"].rstrip("/"))
-        if entry.get("type") != "directory" and name.endswith((".bin", ".idx")) \
-                and not indexed.is_temporary_name(name):
-            found.setdefault(name[:-4], set()).add(name[-4:])
+    pending = [("", fs.ls(inner, detail=True))]
+    below = None  # whether subfolders hold shards too: asked once, of the folder itself
+    while pending:
+        under, entries = pending.pop()
+        if below is None:
+            below = _shards_below(folder, entries)
+        for entry in entries:
+            name = os.path.basename(entry["name"].rstrip("/"))
+            if entry.get("type") == "directory":
+                if below and not name.startswith(("_", ".")) and (under or name != HOLDOUT_DIR):
+                    pending.append((f"{under}{name}/", fs.ls(entry["name"], detail=True)))
+            elif name.endswith((".bin", ".idx")) and not indexed.is_temporary_name(name):
+                found.setdefault(under + name[:-4], set()).add(name[-4:])
     base = folder.rstrip("/") or folder
     prefixes = []
     for name, suffixes in sorted(found.items()):
@@ -268,6 +280,16 @@ def list_datasets(folder: str, *, incomplete: str = "error") -> list[str]:
             raise _dataset_error(_incomplete_message(prefix, suffixes.pop()) +
                                  " (or pass --skip-incomplete)")
     return prefixes
+
+
+def _shards_below(folder: str, entries: list[dict]) -> bool:
+    """Whether ``folder``'s subfolders hold its shards too: it is a tokenize output (its listing
+    ``entries`` show ``_commits/``) or the ``holdout/`` folder of one."""
+    if any(e.get("type") == "directory" and os.path.basename(e["name"].rstrip("/")) ==
+           manifest.COMMITS_DIR for e in entries):
+        return True
+    return os.path.basename(folder.rstrip("/")) == HOLDOUT_DIR and \
+        tokenize_output_of(folder) is not None
 
 
 def find_datasets(patterns: Sequence[str], *, incomplete: str = "error") -> list[str]:
@@ -340,6 +362,22 @@ def unique_datasets(prefixes: Sequence[str]) -> list[str]:
     return unique
 
 
+def shown_names(prefixes: Sequence[str]) -> list[str]:
+    """How a listing names each dataset: its file name, or, where two would read the same (the
+    shards of ``--output-layout mirror`` in several subfolders: ``CC-MAIN-2024-10/000_00000_...``
+    and ``CC-MAIN-2024-18/000_00000_...``), each its path below the deepest folder they share."""
+    names = [os.path.basename(p.rstrip("/")) for p in prefixes]
+    if len(set(names)) == len(names):
+        return names
+    split = [p.rstrip("/").split("/") for p in prefixes]
+    shared = 0
+    for parts in zip(*(s[:-1] for s in split)):
+        if len(set(parts)) > 1:
+            break
+        shared += 1
+    return ["/".join(s[shared:]) for s in split]
+
+
 def is_folder(path: str) -> bool:
     fs, inner = fsutil.filesystem_and_path(path)
     return fs.isdir(inner)
@@ -407,8 +445,10 @@ def refuse_mixed_tokenizers(folder: str, prefixes: Sequence[str]) -> None:
     output, sub = where
     records = fsutil.files_under(fsutil.join(output, manifest.COMMITS_DIR))
     shards = {}  # dataset name -> its shard's record, for the datasets that have one
+    base = folder.rstrip("/") + "/"
     for prefix in prefixes:
-        name = os.path.basename(prefix)
+        # its name below the folder: shards of --output-layout mirror lie in subfolders
+        name = prefix[len(base):] if prefix.startswith(base) else os.path.basename(prefix)
         shard = naming.strip_counts(name)
         shard = f"{sub}/{shard}" if sub else shard
         if f"{shard}.json" in records:
@@ -456,6 +496,11 @@ def metadata_files(prefixes: Sequence[str]) -> list[tuple[str, dict]]:
         candidates = [folder]
         if os.path.basename(folder.rstrip("/")) == HOLDOUT_DIR:
             candidates.append(_parent(folder.rstrip("/")))
+        elif not fsutil.exists(fsutil.join(folder, METADATA_NAME)):
+            # a subfolder of --output-layout mirror: the output's, the folders above
+            output = _output_above(folder)
+            if output:
+                candidates = [output]
         for candidate in candidates:
             path = fsutil.join(candidate, METADATA_NAME)
             if not fsutil.exists(path):
@@ -481,6 +526,21 @@ def read_vocab_size(prefixes: Sequence[str]) -> int | None:
         raise ValueError(f"the datasets come from tokenizers with different vocab sizes "
                          f"({listing}); load them separately")
     return next(iter(found), None)
+
+
+def _output_above(folder: str, *, levels: int = 8) -> str | None:
+    """The tokenize output (a folder with ``_commits/``) ``folder`` lies in, at most ``levels``
+    folders up (``--output-layout mirror`` shards in ``OUT/CC-MAIN-2024-10/``, holdout shards
+    in ``OUT/holdout/CC-MAIN-2024-10/``), or None."""
+    here = folder.rstrip("/")
+    for _ in range(levels):
+        up = _parent(here)
+        if up == here or not up or up in (".", "/"):
+            return None
+        if is_folder(fsutil.join(up, manifest.COMMITS_DIR)):
+            return up
+        here = up
+    return None
 
 
 def _parent(path: str) -> str:

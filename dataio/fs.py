@@ -236,6 +236,21 @@ def glob_details(pattern: str) -> dict[str, dict[str, Any]]:
     return {url_of(pattern, p): dict(found[p]) for p in sorted(found)}
 
 
+def find_details(folder: str) -> dict[str, dict[str, Any]]:
+    """Every file and folder below ``folder`` (recursively) as URLs in ``folder``'s form, with
+    ``type`` and, where :func:`glob_details` would trust them (Azure), the listing's other
+    details; from one recursive listing (object stores: a request per 5,000 blobs). Folders
+    named ``{"type": "directory"}``. Empty when the folder is absent."""
+    fs, inner = filesystem_and_path(folder)
+    try:
+        found = fs.find(inner, withdirs=True, detail=True)
+    except FileNotFoundError:
+        return {}
+    trusted = _azure(folder) is not None
+    return {url_of(folder, p): dict(found[p]) if trusted else {"type": found[p].get("type")}
+            for p in sorted(found)}
+
+
 def files_under(folder: str) -> set[str]:
     """Paths, relative to ``folder`` and with ``/`` separators, of every file below it, from
     one recursive listing (on object stores a few requests for thousands of blobs; empty when

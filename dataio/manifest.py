@@ -129,10 +129,10 @@ def commit_record_problems(output: str, folder: str = "") -> list[tuple[str, str
     not of the recorded sizes (what ``validate`` reports): one listing of the records and one of
     the folder, plus a read of each record."""
     records = sorted(r[:-len(".json")] for r in fsutil.files_under(fsutil.join(output, COMMITS_DIR))
-                     if r.endswith(".json") and os.path.dirname(r) == folder)
+                     if r.endswith(".json") and _lives_in(r, folder))
     if not records:
         return []
-    sizes = listed_sizes(output, [folder])
+    sizes = listed_sizes(output, sorted({os.path.dirname(r) for r in records}))
     problems = []
     for shard in records:
         try:
@@ -145,6 +145,14 @@ def commit_record_problems(output: str, folder: str = "") -> list[tuple[str, str
         if problem:
             problems.append((shard, problem))
     return problems
+
+
+def _lives_in(record: str, folder: str) -> bool:
+    """Whether the shard of ``record`` (its path under ``_commits/``) lives in ``folder`` of the
+    output or in a subfolder of it (``--output-layout mirror``), holdout shards apart."""
+    if folder:
+        return record.startswith(folder.rstrip("/") + "/")
+    return not record.startswith("holdout/")
 
 
 def tokenizer_of(record: dict | None) -> str | None:

@@ -88,12 +88,23 @@ class InputFile:
     version: str  # mtime (local) or etag (object stores): part of the resume key
     error: str = ""  # why discovery could not read the file; its shards fail with this reason
     dataset: str = ""  # a part file of a dataset folder (``t.parquet/``): that folder's stem
+    # The folder the file (a part file: its dataset folder) lies in, relative to the input root,
+    # with "/" between folders; "" directly in it (see :func:`shard_stems`).
+    folder: str = ""
+    # The stem its shards are named by, where discovery chose one other than its own name (an
+    # input of the same name elsewhere, or --output-layout mirror: :func:`shard_stems`).
+    shard_stem: str = ""
 
     # Cached: planning asks each file's stem several times per shard (10,000 inputs: 60,000).
     @functools.cached_property
     def stem(self) -> str:
-        """The name of its shards: the file's name without its suffixes; for a part file of a
-        dataset folder, ``{folder stem}_{part stem}`` without the codec Spark names in it
+        """The name of its shards: :attr:`own_stem`, or the one :func:`shard_stems` chose."""
+        return self.shard_stem or self.own_stem
+
+    @functools.cached_property
+    def own_stem(self) -> str:
+        """The file's name without its suffixes; for a part file of a dataset folder,
+        ``{folder stem}_{part stem}`` without the codec Spark names in it
         (``t.parquet/part-00000-(uuid)-c000.snappy.parquet``: ``t_part-00000-(uuid)-c000``)."""
         if self.dataset:
             return f"{self.dataset}_{_PART_CODEC.sub('', file_stem(self.path))}"
@@ -166,27 +177,103 @@ def _version_of(info: dict) -> str:
     return "unknown"
 
 
-def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
-             prefer=None) -> list[InputFile]:
-    """The tokenize job's inputs: :func:`find_inputs`, refusing two inputs whose shards would
-    have the same names (the same stem), and saying on stderr when large compressed files will
-    each be read whole by one worker. ``prefer`` as for :func:`find_inputs`."""
+def discover(patterns: Sequence[str], *, leave_out: Sequence[str] = (), prefer=None,
+             layout: str = "flat", kept=None) -> list[InputFile]:
+    """The tokenize job's inputs: :func:`find_inputs`, each with the stem its shards are named
+    by (:func:`shard_stems`, ``layout`` and ``kept`` as there: two inputs whose shards would
+    have the same names are refused), saying on stderr when large compressed files will each be
+    read whole by one worker. ``prefer`` as for :func:`find_inputs`."""
     files = find_inputs(patterns, leave_out=leave_out, prefer=prefer)
     _note_whole_files(files)
-    stems: dict[str, str] = {}
+    return shard_stems(files, layout=layout, kept=kept)
+
+
+# --output-layout: shards side by side in the output (flat), or in the input's folders (mirror).
+LAYOUTS = ("flat", "mirror")
+
+
+def shard_stems(files: Sequence[InputFile], *, layout: str = "flat",
+                kept=None) -> list[InputFile]:
+    """``files``, each with the stem its shards are named by (``InputFile.stem``), no two alike.
+
+    The rule (README: "Shard names"), from the file's path relative to the input root
+    (``InputFile.folder``: see :func:`find_inputs`), so it depends on the set of inputs alone,
+    never on listing order, runner or workers:
+
+    - ``flat`` (the default): a file's own stem (its name without suffixes), as it always was,
+      unless another input has the same own stem; then each of those is named by its folder
+      and stem joined by ``_``: FineWeb's ``CC-MAIN-2024-10/000_00000.parquet`` and
+      ``CC-MAIN-2024-18/000_00000.parquet`` give ``CC-MAIN-2024-10_000_00000`` and
+      ``CC-MAIN-2024-18_000_00000``; dolma's ``documents/books/0000.json.gz`` beside
+      ``documents/wiki/0000.json.gz`` (input root ``documents/``) gives ``books_0000``.
+    - ``mirror``: every file by its folder and stem joined by ``/`` (``CC-MAIN-2024-10/000_00000``):
+      its shards go to that subfolder of the output. A folder named ``holdout`` at the top, or
+      any folder whose name starts with ``_`` or ``.``, is refused there (tokenbeam's own
+      folders: holdout shards, ``_commits/``...).
+
+    Two inputs left with one stem (``a.jsonl`` beside ``a.jsonl.gz``; ``x_y/z.jsonl`` and
+    ``x/y_z.jsonl`` beside ``x/z.jsonl``...) are refused with an :class:`InputError` naming
+    both and the fix: names are never made unique by a counter, which would move with the set.
+    ``kept`` (flat only): a function of a file renamed by the rule above giving the stem its
+    shards are already committed under in the output (or None): that stem is kept, so an input
+    of the same name added later does not write the committed one's data again under a new
+    name (one line on stderr says so)."""
+    if layout not in LAYOUTS:
+        raise InputError(f"--output-layout {layout}: give one of {', '.join(LAYOUTS)}")
+    if layout == "mirror":
+        for f in files:
+            _refuse_reserved_folder(f)
+    seen: set[str] = set()
+    repeated = {f.own_stem for f in files if f.own_stem in seen or seen.add(f.own_stem)}
+    named = []
     for f in files:
-        if f.stem in stems:
-            raise InputError(f"inputs {stems[f.stem]} and {f.path} would both write shards named "
-                             f"{f.stem}_*; rename one or tokenize them in separate --output folders")
-        stems[f.stem] = f.path
-    return files
+        if layout == "mirror":
+            stem = f"{f.folder}/{f.own_stem}" if f.folder else f.own_stem
+        elif f.own_stem in repeated and f.folder:
+            stem = f"{f.folder.replace('/', '_')}_{f.own_stem}"
+            committed = kept(dataclasses.replace(f, shard_stem=stem)) if kept else None
+            if committed and committed != stem:
+                print(f"inputs: {f.path} keeps the shard name {committed}_* it is committed "
+                      f"under in the output (an input of the same name was added: new inputs "
+                      f"of that name are named by their folders, e.g. {stem}_*)",
+                      file=sys.stderr, flush=True)
+                stem = committed
+        else:
+            stem = f.own_stem
+        named.append(f if stem == f.own_stem and not f.shard_stem
+                     else dataclasses.replace(f, shard_stem=stem))
+    by_stem: dict[str, InputFile] = {}
+    for f in sorted(named, key=lambda f: f.path):
+        other = by_stem.setdefault(f.stem, f)
+        if other is not f:
+            fix = "rename one or tokenize them in separate --output folders"
+            if layout == "flat" and (other.folder, other.own_stem) != (f.folder, f.own_stem):
+                fix = ("give --output-layout mirror (shards in the input's folders), "
+                       f"or {fix}")
+            raise InputError(f"inputs {other.path} and {f.path} would both write shards named "
+                             f"{f.stem}_*; {fix}")
+    return named
+
+
+def _refuse_reserved_folder(f: InputFile) -> None:
+    """--output-layout mirror: ``f``'s folder must not be one tokenbeam reads or writes in an
+    output (``holdout/`` at the top, ``_commits/`` and the other ``_`` folders, hidden ones)."""
+    parts = f.folder.split("/") if f.folder else []
+    for depth, part in enumerate(parts):
+        if part.startswith(("_", ".")) or not part or (depth == 0 and part == "holdout"):
+            raise InputError(
+                f"--output-layout mirror: input {f.path} lies in the folder {f.folder}/, and an "
+                f"output folder named {part or '(empty)'} would sit among tokenbeam's own "
+                "(holdout/, _commits/, _temporary/, ...); rename that folder, or leave out "
+                "--output-layout mirror (flat names: its folders joined by _)")
 
 
 def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
                 skip_unsupported: bool = False, prefer=None) -> list[InputFile]:
     """Every supported file named by the patterns (globs, files, or folders: every supported file
-    directly in them), sorted by path, each once, with its size, version and ``format``
-    (compression kind): the one way every job finds its inputs.
+    in them and in the folders below them, see :func:`_files_below`), sorted by path, each
+    once, with its size, version, ``format`` (compression kind) and ``folder`` (below the input
+    root: :func:`_input_root`, :func:`_common_root`): the one way every job finds its inputs.
 
     A path that exists is taken as it is, even with glob characters in its name (``web[1].jsonl``).
     What a folder or glob matches leaves out the files of a tokenbeam job that are not inputs: a
@@ -212,6 +299,8 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     left_out: list[str] = []
     not_inputs = {_location(p) for p in leave_out if p}
     real_folders: dict[str, str] = {}
+    roots: dict[str, str] = {}  # pattern -> its input root (see _input_root)
+    units: dict[str, str] = {}  # path -> what is named from the root: the file or its dataset
     for pattern in patterns:
         fs, inner = fsutil.filesystem_and_path(pattern)
         literal = False
@@ -221,14 +310,19 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
         if is_folder and _is_dataset_name(pattern):
             paths = [pattern.rstrip("/")]  # a dataset folder itself: its parts, below
             folders.add(paths[0])
+            roots[pattern] = _input_root(pattern, "file")
         elif is_folder:
-            details = fsutil.glob_details(fsutil.join(_escape_glob(pattern), "*"))
-            paths = [p for p in details if os.path.basename(p).lower().endswith(SUPPORTED_SUFFIXES)]
+            details, datasets_below = _files_below(pattern)
+            paths = sorted(details)
+            folders.update(datasets_below)
+            roots[pattern] = _input_root(pattern, "folder")
         elif fs.exists(inner) or (fsutil.is_local(pattern) and os.path.islink(inner)):
             literal, paths = True, [pattern]  # a link that leads nowhere fails its shards
+            roots[pattern] = _input_root(pattern, "file")
         elif any(ch in pattern for ch in "*?["):
             details = fsutil.glob_details(pattern)
             paths = list(details)
+            roots[pattern] = _input_root(pattern, "glob")
         else:
             raise InputError(f"--input {pattern}: no such file or folder")
         if skip_unsupported and not literal:
@@ -244,11 +338,13 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
                     kept.append(path)
             paths = kept
             left_out += skipped
-        paths, datasets = _dataset_parts(pattern, paths, details, folders)
+        paths, datasets = _dataset_parts(pattern, paths, details, folders, units)
         if not paths:
             wanted = "input file" if skip_unsupported else "supported file"
+            where = (" in it or any folder below it (folders named .* or _* are not entered)"
+                     if is_folder and not _is_dataset_name(pattern) else "")
             raise InputError(f"--input {pattern}: matches no {wanted} "
-                             f"({', '.join(SUPPORTED_SUFFIXES)})"
+                             f"({', '.join(SUPPORTED_SUFFIXES)}){where}"
                              + (f"; left out, not inputs: {_listing(skipped)}" if skipped else ""))
         for path in paths:
             _refuse_special_file(pattern, path)
@@ -261,6 +357,11 @@ def find_inputs(patterns: Sequence[str], *, leave_out: Sequence[str] = (),
     if left_out:
         print(f"inputs: left out {len(left_out)} file(s) that are not inputs: "
               f"{_listing(left_out)}", file=sys.stderr, flush=True)
+    root = _common_root(list(roots.values()))
+    for path, f in found.items() if root is not None else ():
+        folder = _folder_below(root, units.get(path, path))
+        if folder:  # most inputs of a flat corpus lie in the root: no copy for them
+            found[path] = dataclasses.replace(f, folder=folder)
     files = _each_file_once(list(found.values()), named_again, prefer)
     # A folder reshard writes is read only once its commit there is complete (one manifest
     # read per folder; dataio/jsonl_sink.py step 3).
@@ -278,19 +379,23 @@ def _is_dataset_name(path: str) -> bool:
 
 
 def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
-                   folders: set[str]) -> tuple[list[str], dict[str, str]]:
+                   folders: set[str], units: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     """``paths`` with each dataset folder among them replaced by its part files (the supported
     files directly in it, in name order; ``_SUCCESS``, ``_committed_*``, hidden and ``.crc``
-    files are not parts), and {part file: its folder's stem}, which names the part's shards.
+    files are not parts), and {part file: its folder's stem}, which names the part's shards;
+    ``units`` receives {part file: its dataset folder} (what its name's folder comes from).
     One line on stderr per dataset folder; one holding no part file is refused."""
     out: list[str] = []
     datasets: dict[str, str] = {}
+    dataset_folders = [p.rstrip("/") + "/" for p in paths if _is_dataset_name(p) and (
+        p in folders or (os.path.isdir(p.removeprefix("file://")) if fsutil.is_local(p)
+                         else details.get(p, {}).get("type") == "directory"))]
+    is_dataset = set(dataset_folders)
     for path in paths:
-        is_folder = path in folders or (
-            os.path.isdir(path.removeprefix("file://")) if fsutil.is_local(path)
-            else details.get(path, {}).get("type") == "directory")
-        if not is_folder or not _is_dataset_name(path):
-            out.append(path)
+        if path.rstrip("/") + "/" not in is_dataset:
+            # a part file a glob matched (data/**/*.parquet) is read as its dataset's part
+            if not any(path.startswith(d) for d in dataset_folders):
+                out.append(path)
             continue
         listed = fsutil.glob_details(fsutil.join(_escape_glob(path), "*"))
         details.update(listed)
@@ -308,8 +413,119 @@ def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
               f"name order, shards named {stem}_{{part name}}_*", file=sys.stderr, flush=True)
         for part in sorted(parts):
             datasets[part] = stem
+            units[part] = path
             out.append(part)
     return out, datasets
+
+
+def _input_root(pattern: str, kind: str) -> str:
+    """The folder an input's files are named from (README: "Shard names"): a folder given is
+    its own root, a glob's is the folder its part before the first wildcard ends in
+    (``data/**/*.jsonl``: ``data``; ``data/CC-*/x.jsonl``: ``data``), a file's (or a dataset
+    folder's, ``t.parquet/``) is the folder it lies in. Local paths absolute, as listed."""
+    path = pattern.rstrip("/") or pattern
+    if kind == "glob":
+        cut = min((path.index(ch) for ch in "*?[" if ch in path), default=len(path))
+        path = posixpath.dirname(path[:cut])
+    elif kind == "file":
+        path = posixpath.dirname(path)
+    if fsutil.is_local(pattern):
+        return os.path.abspath(path.removeprefix("file://") or ".")
+    return path.split("?", 1)[0].rstrip("/")
+
+
+def _common_root(roots: list[str]) -> str | None:
+    """The deepest folder holding every root (several --input: ``data/CC-MAIN-2024-10/`` and
+    ``data/CC-MAIN-2024-18/`` give ``data``), or None when they share none (local paths and
+    URLs, two containers)."""
+    if not roots:
+        return None
+    split = [r.rstrip("/").split("/") for r in roots]
+    common = []
+    for parts in zip(*split):
+        if len(set(parts)) > 1:
+            break
+        common.append(parts[0])
+    if fsutil.is_local(roots[0]) and all(fsutil.is_local(r) for r in roots):
+        return "/".join(common) or "/"
+    scheme = roots[0].split("://", 1)[0] + "://"
+    joined = "/".join(common)
+    # an URL root needs its scheme and container (az://container): "az:" alone is none
+    return joined if joined.startswith(scheme) and len(joined) > len(scheme) else None
+
+
+def _folder_below(root: str, path: str) -> str:
+    """The folder ``path`` lies in relative to ``root``, with "/" between folders ("" directly
+    in it, or when ``path`` is not below ``root``)."""
+    if fsutil.is_local(path):
+        path = os.path.abspath(path.removeprefix("file://"))
+    base = root.rstrip("/") + "/"
+    if not path.startswith(base):
+        return ""
+    return posixpath.dirname(path[len(base):].rstrip("/"))
+
+
+def _files_below(folder: str) -> tuple[dict[str, dict], set[str]]:
+    """({path: details} of every supported file in ``folder`` and the folders below it, {the
+    dataset folders among them}): a folder named like a file (``t.parquet/``) is one dataset
+    (read as its part files), not entered here; folders whose names start with ``.`` or ``_``
+    (``.git/``, tokenbeam's ``_commits/``, Delta's ``_delta_log/``) are not entered; a folder
+    linked to twice is read once. Paths are
+    spelled as a listing of ``folder`` spells them (local: absolute). Details only where the
+    listing gives them exactly (Azure: see fs.glob_details); one listing on object stores."""
+    def enter(name: str) -> bool:
+        # As Hadoop and Spark list a folder: "_" and "." folders are metadata (ours: _commits/,
+        # _temporary/, _parts/; Spark's _temporary/, Delta's _delta_log/ of .json files).
+        return not name.startswith((".", "_"))
+
+    def wanted(name: str) -> bool:
+        return name.lower().endswith(SUPPORTED_SUFFIXES)
+
+    files: dict[str, dict] = {}
+    datasets: set[str] = set()
+    if fsutil.is_local(folder):
+        start = os.path.abspath(folder.removeprefix("file://"))
+        seen: set[tuple[int, int]] = set()
+        pending = [start]
+        while pending:
+            here = pending.pop()
+            try:
+                st = os.stat(here)
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                entries = list(os.scandir(here))
+            except OSError:
+                continue  # an unreadable folder below: what it holds cannot be listed
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()  # follows links: a linked folder is entered
+                except OSError:
+                    is_dir = False
+                if is_dir and wanted(entry.name):
+                    datasets.add(entry.path)
+                    files[entry.path] = {}
+                elif is_dir and enter(entry.name):
+                    pending.append(entry.path)
+                elif not is_dir and wanted(entry.name):
+                    files[entry.path] = {}
+        return files, datasets
+    base = folder.split("?", 1)[0].rstrip("/") + "/"
+    for url, entry in fsutil.find_details(folder).items():
+        if not url.startswith(base):
+            continue
+        names = url[len(base):].rstrip("/").split("/")
+        if not all(enter(n) for n in names[:-1]):
+            continue
+        holder = next((k for k, n in enumerate(names[:-1]) if wanted(n)), None)
+        if holder is not None or entry.get("type") == "directory":
+            if holder is not None or wanted(names[-1]):  # a dataset folder is the input
+                url = base + "/".join(names if holder is None else names[:holder + 1])
+                datasets.add(url)
+                files[url] = {"type": "directory"}
+        elif wanted(names[-1]):
+            files[url] = entry
+    return files, datasets
 
 
 def _suffix_of(path: str) -> str:
@@ -471,7 +687,7 @@ def _escape_glob(path: str) -> str:
 
 
 # What a tokenbeam job writes into its output folder besides shards (dataio.sink's layout).
-_JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary")
+_JOB_FOLDERS = ("_commits", "_failures", "_errors", "_temporary", "_parts")
 
 
 def _not_an_input(path: str, not_inputs: set[str], real_folders: dict[str, str]) -> str:

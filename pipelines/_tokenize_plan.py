@@ -280,9 +280,21 @@ def plan(options, *, checked: bool = False) -> Job:
         """Whether the output holds a commit record of a shard of ``f`` under this name."""
         return any(f"{n}.json" in records for n in _names_of(f, keys, level, holdout=holdout))
 
+    def committed_stem(f: readers.InputFile) -> str | None:
+        """The stem ``f``'s shards are committed under, when that is its own name (planned
+        before an input of the same name elsewhere was added): see readers.shard_stems."""
+        names = _names_of(dataclasses.replace(f, shard_stem=""), keys, level, holdout=False)
+        if f"{names[0]}.json" not in records:
+            return None
+        record = manifest.read_commit_record(output, names[0]) or {}
+        given = (record.get("resume_key") or {}).get("input")
+        return f.own_stem if isinstance(given, list) and given[:1] == [f.path] else None
+
     # Of several names of one file, the one whose shards are committed is kept: a name added
     # later (a link beside a file already tokenized) must not write the same data again.
-    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records)
+    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records,
+                             layout=getattr(io, "output_layout", "flat"),
+                             kept=committed_stem if records else None)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)
@@ -303,7 +315,8 @@ def plan(options, *, checked: bool = False) -> Job:
     # Only a local file has other names under other stems (links) or a content key to match.
     new = [f for f in files if fsutil.is_local(f.path) and not has_records(f)]
     if new and records:
-        files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps)
+        files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps,
+                                  suffixes=tuple(f"_{key}_{level}" for key in keys))
 
     planned = []
     for f in files:
@@ -318,6 +331,8 @@ def plan(options, *, checked: bool = False) -> Job:
     if planned:
         refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
                               planned[0][3], overwrite=overwrite)
+        if records:
+            refuse_other_layout(output, records, files, keys[0], level, overwrite=overwrite)
     # A record counts only if its files are there with the recorded sizes: checked against one
     # listing of each folder the shards go to, not a request per file.
     sizes = manifest.listed_sizes(output, {os.path.dirname(n) for _, _, names, _ in planned
@@ -355,8 +370,8 @@ def _names_of(f: readers.InputFile, keys, level: str, *, holdout: bool) -> list[
 
 
 def committed_aliases(output: str, records: set[str], files: list[readers.InputFile],
-                      new: list[readers.InputFile], *, hashes: dict, stamps: dict
-                      ) -> list[readers.InputFile]:
+                      new: list[readers.InputFile], *, hashes: dict, stamps: dict,
+                      suffixes: tuple[str, ...] = ()) -> list[readers.InputFile]:
     """``files``, where an input ``new`` to the output (no commit record of its own) is data
     the output already holds under another name, as its commit records say, not written twice:
 
@@ -385,7 +400,10 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
     replaced: dict[str, readers.InputFile] = {}  # path -> planned as
     for f in new:
         path, shard = by_file.get(readers.file_key(f.path), (f.path, ""))
-        alias = dataclasses.replace(f, path=path)
+        # named as its committed shards are (by its folders too, where it was: shard_stems)
+        stem = next((shard.removeprefix(f"{HOLDOUT_DIR}/")[:-len(end)] for end in suffixes
+                     if shard.endswith(end)), "")
+        alias = dataclasses.replace(f, path=path, shard_stem=stem, folder="")
         if path != f.path and alias.stem not in stems:
             replaced[f.path] = alias
             stems.add(alias.stem)
@@ -445,6 +463,37 @@ def refuse_other_settings(output: str, records: set[str], names: set[str], resum
                 f"(e.g. {shard}; {why}); give another --output, or --overwrite to write these "
                 "shards beside them")
         return  # the same settings: so are the others (each run checked this)
+
+
+def refuse_other_layout(output: str, records: set[str], files: list[readers.InputFile],
+                        key: str, level: str, *, overwrite: bool = False) -> None:
+    """An input whose shards the output holds under the name another ``--output-layout`` gives
+    it (``CC-MAIN-2024-10/000_00000_...`` of a mirrored run, now planned flat as
+    ``CC-MAIN-2024-10_000_00000_...``, or the reverse) would be written twice, and the loader
+    would read its documents twice: refused, naming both names and the fix; ``--overwrite``
+    writes beside them and says so. Costs a set lookup per input (a commit record is read only
+    where one is found under such a name)."""
+    for f in files:
+        if not f.folder and f.stem == f.own_stem:
+            continue  # directly in the input root, named as ever: one name in every layout
+        flat = f"{f.folder.replace('/', '_')}_{f.own_stem}" if f.folder else f.own_stem
+        mirrored = f"{f.folder}/{f.own_stem}" if f.folder else f.own_stem
+        for stem in dict.fromkeys((f.own_stem, flat, mirrored)):
+            shard = f"{stem}_{key}_{level}"
+            if stem == f.stem or f"{shard}.json" not in records:
+                continue
+            given = ((manifest.read_commit_record(output, shard) or {}).get("resume_key")
+                     or {}).get("input")
+            if not isinstance(given, list) or given[:1] != [f.path]:
+                continue  # another input's shards (of the same name elsewhere)
+            why = (f"--output {output} holds the shards of {f.path} as {shard}, and this run "
+                   f"names them {f.stem}_{key}_{level} (another --output-layout)")
+            if overwrite:
+                _LOG.warning("--overwrite: %s; both stay, and its documents are in the output "
+                             "twice: delete %s_* and its _commits/ record if unwanted", why, shard)
+                return
+            raise opts.OptionsError(f"{why}; give the --output-layout it was written with, "
+                                    "another --output, or --overwrite to write beside them")
 
 
 def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> list[str]:

@@ -110,8 +110,10 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
 
 
 def format_table(rows: list[Row]) -> list[str]:
-    shown = {id(r): naming.printable(r.counted.name if r.counted else os.path.basename(r.prefix))
-             for r in rows}  # a name holding a newline or an escape forges no row
+    # a name holding a newline or an escape forges no row; names alike in two folders (the
+    # subfolders of --output-layout mirror) are shown with their folders
+    shown = {id(r): naming.printable(name)
+             for r, name in zip(rows, dataset.shown_names([r.prefix for r in rows]))}
     name_width = max([len("dataset")] + [len(name) for name in shown.values()])
     lines = [f"{'dataset':<{name_width}}  {'dtype':<6} {'documents':>12} {'sequences':>12} "
              f"{'tokens':>15}  status"]

@@ -210,7 +210,8 @@ def _run(argv) -> int:
         # keeps it from opening its datasets (a damaged shard included) is a path to fix.
         raise InspectError(str(exc)) from None
 
-    stats = [shard_stats(s) for s in shards]
+    stats = [dataclasses.replace(shard_stats(s), name=name)
+             for s, name in zip(shards, dsmod.shown_names(prefixes))]
     for row in format_table(stats):
         print(row)
     print(f"vocab size: {vocab_size if vocab_size is not None else 'unknown (no metadata.json)'}")

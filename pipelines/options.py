@@ -37,10 +37,17 @@ class InputOutputFlags:
     def _add_argparse_args(cls, parser):
         parser.add_argument("--input", action="append", default=None, metavar="GLOB",
                             help="input files: a glob, a file or a folder (every .jsonl, .json, "
-                                 ".jsonl.gz, .jsonl.zst, .parquet in it); local path or fsspec URL; "
-                                 "repeatable")
+                                 ".jsonl.gz, .jsonl.zst, .parquet in it and in the folders below "
+                                 "it); local path or fsspec URL; repeatable")
         parser.add_argument("--output", default=None, metavar="DIR",
                             help="output folder (local path or fsspec URL)")
+        parser.add_argument("--output-layout", choices=["flat", "mirror"], default="flat",
+                            help="flat (default): every shard directly in --output, named by "
+                                 "its input's name (by its folders too, joined by _, where two "
+                                 "inputs share a name); mirror: shards in the subfolders of "
+                                 "--output that the inputs lie in below the input root "
+                                 "(CC-MAIN-2024-10/000_00000.parquet -> "
+                                 "DIR/CC-MAIN-2024-10/000_00000_text_document_...)")
         parser.add_argument("--json-keys", nargs="+", default=["text"], metavar="KEY",
                             help="keys to tokenize; each key gets its own shards (default: text)")
         parser.add_argument("--on-bad-record", choices=["skip", "fail"], default="skip",

@@ -68,3 +68,40 @@ def test_rerun_planning_checks_commit_records_from_one_listing(azurite, containe
         "web_03_text_document": f"{gone}.bin is missing (its commit record names it)",
         "web_07_text_document": f"{resized}.bin is 2 bytes but its commit record says "
                                 f"{record['bin_size']}"}
+
+
+def test_a_nested_corpus_folder_is_read_recursively_from_one_listing(azurite, container):
+    """FineWeb's layout on Azure (issue 24 part 3): ``--input az://.../data`` reads every dump's
+    files below it from one recursive listing, names those of one name by their folder, and
+    takes each blob's size and etag from the listing (the resume keys asking each blob gives)."""
+    client = azurite.service().get_container_client(container)
+    for blob in ("data/CC-MAIN-2024-10/000_00000.jsonl", "data/CC-MAIN-2024-18/000_00000.jsonl",
+                 "data/CC-MAIN-2024-18/001_00000.jsonl", "data/.cache/x.jsonl",
+                 "data/CC-MAIN-2024-18/t.parquet/part-00000.parquet",
+                 "data/CC-MAIN-2024-18/t.parquet/_SUCCESS"):
+        client.upload_blob(blob, b'{"text": "x"}\n')
+    azure.configure_from_options({"azure_connection_string": azurite.connection_string},
+                                 paths=[azurite.url(container)])
+    data = azurite.url(container, "data")
+    before = len(azurite.settled_responses())
+    files = readers.discover([data])
+    asked = len(azurite.settled_responses(before)) - before
+    for i in range(40):  # 40 more blobs in 8 more folders: no request more
+        client.upload_blob(f"data/CC-MAIN-2025-{i % 8:02d}/{100 + i:03d}_00000.jsonl", b"{}\n")
+    before = len(azurite.settled_responses())
+    assert len(readers.discover([data])) == 44
+    asked_more = len(azurite.settled_responses(before)) - before
+    assert [(f.path[len(data) + 1:], f.stem) for f in files] == [
+        ("CC-MAIN-2024-10/000_00000.jsonl", "CC-MAIN-2024-10_000_00000"),
+        ("CC-MAIN-2024-18/000_00000.jsonl", "CC-MAIN-2024-18_000_00000"),
+        ("CC-MAIN-2024-18/001_00000.jsonl", "001_00000"),
+        ("CC-MAIN-2024-18/t.parquet/part-00000.parquet", "t_part-00000")]
+    jsonl = [f for f in files if f.format == "jsonl"]
+    assert all(f.version == readers._input_file(f.path).version and
+               f.size == readers._input_file(f.path).size for f in jsonl)
+    # one recursive listing; what grows is a request or two per folder (the check for a reshard
+    # manifest in each folder of inputs, jsonl_sink.refusal_of_inputs), never one per blob
+    assert asked_more - asked < 40, f"{asked} requests for 6 blobs, {asked_more} for 46"
+    mirrored = readers.discover([data + "/"], layout="mirror")
+    assert [f.stem for f in mirrored][:2] == ["CC-MAIN-2024-10/000_00000",
+                                              "CC-MAIN-2024-18/000_00000"]

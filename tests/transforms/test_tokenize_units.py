@@ -121,7 +121,11 @@ def test_discover_errors(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "x.jsonl").write_text("{}\n")
     (tmp_path / "b" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
-    with pytest.raises(readers.InputError, match="would both write shards named x_"):
+    # one name in two folders: each named by its folder below the inputs' common root (issue 24)
+    assert [f.stem for f in readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])] == \
+        ["a_x", "b_x"]
+    (tmp_path / "a" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))  # one folder: refused
+    with pytest.raises(readers.InputError, match="would both write shards named a_x_"):
         readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])
 
 
