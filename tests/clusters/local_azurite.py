@@ -33,6 +33,19 @@ def connection_string(port: int) -> str:
             f"BlobEndpoint=http://127.0.0.1:{port}/{ACCOUNT};")
 
 
+def container_sas(container: str, hours: float = 2, **permissions) -> str:
+    """A SAS for ``container`` of the development account (which need not exist yet), valid
+    for ``hours``; read, write, list, delete, create and add unless ``permissions`` say."""
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    perms = permissions or dict(read=True, write=True, list=True, delete=True, create=True,
+                                add=True)
+    return generate_container_sas(ACCOUNT, container, account_key=DEV_KEY,
+                                  permission=ContainerSasPermissions(**perms),
+                                  expiry=dt.datetime.now(dt.timezone.utc)
+                                  + dt.timedelta(hours=hours))
+
+
 def missing() -> str | None:
     """Why Azurite cannot run here (None when it can)."""
     if not azurite_binary():
@@ -84,13 +97,7 @@ class Azurite:
         return BlobServiceClient.from_connection_string(self.connection_string, retry_total=0)
 
     def container_sas(self, container: str, **permissions) -> str:
-        from azure.storage.blob import ContainerSasPermissions, generate_container_sas
-        perms = permissions or dict(read=True, write=True, list=True, delete=True,
-                                    create=True, add=True)
-        return generate_container_sas(ACCOUNT, container, account_key=DEV_KEY,
-                                      permission=ContainerSasPermissions(**perms),
-                                      expiry=dt.datetime.now(dt.timezone.utc)
-                                      + dt.timedelta(hours=2))
+        return container_sas(container, **permissions)
 
     def responses(self) -> list[int]:
         """Status codes of every request Azurite has answered so far (from its debug log)."""

@@ -142,8 +142,7 @@ class LocalSpark:
     def _write_conf(self) -> None:
         conf = os.path.join(self.workdir, "conf")
         for d in (conf, self.log_dir, os.path.join(self.workdir, "work"),
-                  os.path.join(self.workdir, "pids"), os.path.join(self.workdir, "livy-logs"),
-                  os.path.join(self.workdir, "livy-tmp")):
+                  os.path.join(self.workdir, "pids"), os.path.join(self.workdir, "livy-logs")):
             os.makedirs(d, exist_ok=True)
         with open(os.path.join(conf, "spark-defaults.conf"), "w") as f:
             f.write("spark.driver.host 127.0.0.1\nspark.driver.bindAddress 127.0.0.1\n"
@@ -175,11 +174,7 @@ class LocalSpark:
             if self.with_livy:
                 livy_env = {**env, "LIVY_CONF_DIR": os.path.join(self.workdir, "conf"),
                             "LIVY_LOG_DIR": os.path.join(self.workdir, "livy-logs")}
-                # Livy's temporary files (the properties file it hands each spark-submit) stay
-                # in the work folder, where a test can read them.
-                self._spawn("livy", ["java", *JAVA17_OPENS.split(),
-                                     f"-Djava.io.tmpdir={os.path.join(self.workdir, 'livy-tmp')}",
-                                     "-cp",
+                self._spawn("livy", ["java", *JAVA17_OPENS.split(), "-cp",
                                      f"{livy_lib(self.cache_dir)}/*:{self.workdir}/conf",
                                      "org.apache.livy.server.LivyServer"], livy_env)
             self._wait(lambda: self._alive_workers() >= 1, "the Spark worker to register",

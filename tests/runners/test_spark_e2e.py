@@ -35,11 +35,15 @@ def spark_cluster(tmp_path_factory):
         pytest.skip(f"not provisioned: {', '.join(missing) or 'the Spark job-server jar'}; "
                     "run `bash scripts/setup.sh --test`")
     shared = tmp_path_factory.mktemp("spark-shared")
-    # An Azurite inside the cluster's namespace (Spark's "cloud storage"), its credential in the
-    # nodes' environment only (the worker and its executors, Livy and its drivers), as a cluster
-    # whose nodes are configured for the storage account: nothing of it in the job.
+    # An Azurite inside the cluster's namespace (Spark's "cloud storage"). The nodes (the worker
+    # and its executors, Livy and its drivers) have their own credential in their environment,
+    # a SAS of the container the job uses, as a cluster set up for it; the submitting machine
+    # has another (the test's launcher uses the connection string): neither goes with the job.
+    # (A container SAS: Azurite answers Put Block From URL under an account SAS with a 500,
+    # which a commit retries as a fault, instead of the 501 that says it lacks the call.)
     azurite_port = free_port() if local_azurite.missing() is None else None
-    node_env = ({"AZURE_STORAGE_CONNECTION_STRING": local_azurite.connection_string(azurite_port)}
+    azure_container = "spark" + uuid.uuid4().hex[:12]
+    node_env = ({"AZURE_STORAGE_SAS_TOKEN": local_azurite.container_sas(azure_container, 24)}
                 if azurite_port else {})
     cluster = local_spark.LocalSpark(str(tmp_path_factory.mktemp("spark")), cache_dir=CACHE,
                                      netns=f"tbspark{uuid.uuid4().hex[:6]}", worker_cores=2,
@@ -47,7 +51,7 @@ def spark_cluster(tmp_path_factory):
                                      node_env=node_env)
     cluster.start(timeout=300)
     cluster.shared_dir = str(shared)
-    cluster.azurite, started = None, None
+    cluster.azurite, cluster.azure_container, started = None, azure_container, None
     try:
         if azurite_port:
             started = local_azurite.run_azurite(tmp_path_factory.mktemp("spark-azurite"),
@@ -111,17 +115,18 @@ def test_livy_batch_gives_the_directrunner_bytes_and_a_rerun_skips(spark_cluster
 
 def test_livy_batch_on_azurite_gives_the_directrunner_bytes_with_no_secret_in_it(
         spark_cluster, direct_output, corpus_dir, hf_tokenizer):
-    """--input abfs://, --output az:// on Azurite. The launcher (the submitting machine, where
-    the output's lease is held while it waits) and the cluster's nodes each have the
-    credential in their own environment; the executors' Python workers read and commit through
-    adlfs with the nodes' one. The shards are the DirectRunner's, and the account key is in no
-    file: the Livy request body, Livy's spark-submit properties file, the staged jars (their
-    pipeline options), Livy's, Spark's and the executors' logs, the output; nor in what the
-    launcher prints."""
+    """--input abfs://, --output az:// on Azurite. The launcher (the submitting machine, which
+    plans and holds the output's lease while it waits) has the account's connection string, the
+    cluster's nodes only their own SAS (the fixture's node_env): the executors' Python workers
+    read and commit through adlfs with the nodes' SAS, on the endpoint the plan names. The
+    shards are the DirectRunner's, and neither secret is in any file (the request body the
+    launcher sent, the staged jars with the pipeline's options, Spark's and the executors'
+    logs and work folders, Livy's logs, the output), in the batch's log (the driver's output,
+    which Livy keeps), nor in what the launcher prints."""
     azurite = spark_cluster.azurite
     if azurite is None:
         pytest.skip(local_azurite.missing())
-    container = "spark" + uuid.uuid4().hex[:12]
+    container = spark_cluster.azure_container   # the nodes' SAS is for this one
     conn = azurite.connection_string
     env = {**spark_cluster.env(), "AZURE_STORAGE_CONNECTION_STRING": conn}
     copy = [PYTHON, "-m", "tests.clusters.local_azurite"]
@@ -145,9 +150,13 @@ def test_livy_batch_on_azurite_gives_the_directrunner_bytes_with_no_secret_in_it
     requests = [os.path.join(b, n) for b, _d, names in os.walk(
         os.path.join(spark_cluster.shared_dir, "work")) for n in names if n == "batch-request.json"]
     assert requests, "the launcher wrote no record of the request it sent"
-    secrets = (local_azurite.DEV_KEY, conn)
+    node_sas = spark_cluster.node_env["AZURE_STORAGE_SAS_TOKEN"]
+    secrets = (local_azurite.DEV_KEY, conn, node_sas.split("sig=")[1].split("&")[0])
     assert not files_holding([spark_cluster.shared_dir, spark_cluster.workdir], secrets)
-    assert not [s for s in secrets if s in proc.stdout + proc.stderr]
+    batch = re.search(r"submitted batch (\S+) to", proc.stdout).group(1)
+    log = _livy(spark_cluster, "logs", batch, "--lines", "100000")
+    assert log.returncode == 0 and log.stdout.strip(), log.stderr[-2000:]
+    assert not [s for s in secrets if s in proc.stdout + proc.stderr + log.stdout]
 
 
 def test_spark_submit_on_the_standalone_cluster(spark_cluster, direct_output, corpus_dir,
