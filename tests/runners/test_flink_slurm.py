@@ -253,6 +253,8 @@ def test_job_on_azurite_matches_direct_runner_with_no_secret_in_it(
     assert not [s for s in secrets if s in "".join(seen_running.values())]
     leaks += files_holding([launch.log_dir, out], secrets)
     assert not leaks, leaks
+    # No line per Azure request (the SDK logs each at INFO) in the TaskManagers' or any log.
+    assert not files_holding([folder], ["Request URL:"])
     assert_no_processes_left(launch.marker)
 
 

@@ -157,6 +157,11 @@ def test_livy_batch_on_azurite_gives_the_directrunner_bytes_with_no_secret_in_it
     log = _livy(spark_cluster, "logs", batch, "--lines", "100000")
     assert log.returncode == 0 and log.stdout.strip(), log.stderr[-2000:]
     assert not [s for s in secrets if s in proc.stdout + proc.stderr + log.stdout]
+    # The executors' logs hold no line per Azure request (the SDK logs each at INFO).
+    executor_logs = [os.path.join(b, n) for b, _d, names in os.walk(
+        os.path.join(spark_cluster.workdir, "work")) for n in names if n == "stderr"]
+    assert executor_logs
+    assert not [p for p in executor_logs if "Request URL:" in open(p, errors="replace").read()]
 
 
 def test_spark_submit_on_the_standalone_cluster(spark_cluster, direct_output, corpus_dir,
