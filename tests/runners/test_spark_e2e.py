@@ -147,6 +147,9 @@ def test_livy_batch_on_azurite_gives_the_directrunner_bytes_with_no_secret_in_it
     assert all(s["status"] == "written" for s in meta["shards"])
     assert not os.path.exists(os.path.join(out, "_temporary"))   # the batch's last step cleaned
     assert not os.path.exists(os.path.join(out, "_lock"))        # the launcher released it
+    # ... after holding it while it waited: acquired, renewed (every 20 s) and released.
+    operations = re.findall(r"Operation=(Blob_\w*Lease)", azurite.debug_log.read_text())
+    assert operations[0] == "Blob_AcquireLease" and "Blob_RenewLease" in operations, operations
     requests = [os.path.join(b, n) for b, _d, names in os.walk(
         os.path.join(spark_cluster.shared_dir, "work")) for n in names if n == "batch-request.json"]
     assert requests, "the launcher wrote no record of the request it sent"
