@@ -27,6 +27,11 @@ import os
 import sys
 
 LEVELS = ("debug", "info", "warning", "error")
+# Loggers of libraries that write a record per request at INFO: the Azure SDK's, every request's
+# URL and headers (about 1 KB; millions in a large run). Below debug they say nothing, wherever
+# the process logs: a Flink or Spark SDK worker relays its root logger's INFO records to the
+# runner's log (the TaskManager's, the executor's stderr).
+PER_REQUEST_LOGGERS = ("azure.core.pipeline.policies.http_logging_policy",)
 DEFAULT_LEVEL = "info"
 LEVEL_ENV = "TOKENBEAM_LOG_LEVEL"
 ROOT_NAME = "tokenbeam"
@@ -96,6 +101,8 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
     from dataio.redact import install_logging_filter  # secrets never reach a log line
 
     install_logging_filter(own)
+    for name in PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if level == "debug" else logging.WARNING)
     if not others:
         return level
     root = logging.getLogger()

@@ -488,6 +488,8 @@ def _submit(args, cfg: dict) -> int:
                 state = _run_spark_submit(cfg, staged, run_id=run_id, work=work)
             else:
                 body = batch_body(cfg, staged, run_id=run_id)
+                _save_request(work, {"method": "POST", "url": batches_url(cfg) + "/batches",
+                                     "body": body})   # what was sent, for the record
                 batch = client.submit(body)
                 submitted = True
                 output_lock.hold_detached(io.output, run_id, {
@@ -606,6 +608,19 @@ def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> s
     return LIVY_OK
 
 
+REQUEST_NAME = "batch-request.json"
+
+
+def _save_request(work: str, request: dict) -> str:
+    """Write the request (as submitted, or to submit) to ``work/batch-request.json``; 0600: a
+    config may give executors a secret in spark_conf, and Livy's body carries it."""
+    path = os.path.join(work, REQUEST_NAME)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(request, f, indent=1)
+    return path
+
+
 def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
                    output: str) -> int:
     """``--no-submit``: the jar is staged and the request written; the caller submits."""
@@ -625,11 +640,7 @@ def _write_request(args, cfg: dict, staged: Staged, *, run_id: str, work: str,
                 f"Authorization: Bearer <a token for {cfg['token_scope']}>")
         how = (f"POST {work}/batch-request.json's body to {url} ({auth}); nothing of that "
                "credential is in the file")
-    path = os.path.join(work, "batch-request.json")
-    # 0600: a config may give executors a secret in spark_conf, and Livy's body carries it
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(request, f, indent=1)
+    path = _save_request(work, request)
     print(f"wrote {path} and staged {staged.job_jar}")
     print(how)
     print(f"until that batch ends, {output} is held for it ({output_lock.DETACHED_NAME} in its "

@@ -28,7 +28,12 @@ Contract:
   sbatch with ``--export=ALL``) inherit them. A worker calls :func:`configure_worker`
   (``DoFn.setup``) or simply opens a path: resolution then happens lazily, from the plan and
   the environment, with no check. Cluster workers elsewhere get their secret the same way any
-  Azure SDK does: environment variables set on the worker, or a managed identity.
+  Azure SDK does: environment variables set on the worker, or a managed identity. The plan
+  names the method the driver used for each container, and where each account lives (the
+  account of ``abfs://container/...`` URLs and any endpoint other than Azure's own), so a
+  worker reads a URL as the same blob; where that method is not configured on the worker's
+  machine (its nodes have their own credential), the others are tried in order, each checked
+  with one request as on the driver.
 - Every secret seen is registered with :func:`dataio.redact.register_secret`.
 - What was resolved lives in :data:`dataio.azure.state.STATE`; :func:`reset` forgets it.
 """
@@ -227,13 +232,25 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
                          block_size=int(float(block_mb) * 2**20) if block_mb
                          else DEFAULT_BLOCK_SIZE)
         STATE.install_plan(plan)
+        accountless, endpoints = [], dict(plan.endpoints)
         for path in azure_paths:
-            loc = with_account(parse(str(path)))
+            named = parse(str(path))
+            loc = with_account(named)
             if loc.sas:
                 _remember_url_sas(loc)
             _resolve(loc, check=check)
-        plan = dataclasses.replace(plan, chosen=tuple(sorted(
-            (scope, method) for scope, (method, _) in STATE.resolved.items())))
+            if not named.account:
+                accountless.append(loc.account)
+            if loc.endpoint != f"https://{loc.account}.blob.core.windows.net":
+                endpoints.setdefault(loc.account, loc.endpoint)
+        # Workers read the same URL as the same blob whatever credential their machine has:
+        # where an account-less URL (abfs://container/...) and each account live, as resolved
+        # here (from a connection string, say), goes to them in the plan (no secret in it).
+        plan = dataclasses.replace(
+            plan, chosen=tuple(sorted((scope, method)
+                                      for scope, (method, _) in STATE.resolved.items())),
+            endpoints=tuple(sorted(endpoints.items())),
+            default_account=plan.default_account or (accountless[0] if accountless else None))
         STATE.install_plan(plan)
         STATE.export_to_environment()
         return plan
@@ -357,8 +374,17 @@ def _resolve(loc: AzureLocation, *, check: bool) -> dict[str, Any]:
             return STATE.resolved[loc.scope][1]
         plan = STATE.current_plan()
         chosen = dict(plan.chosen).get(loc.scope)
-        order = (chosen,) if chosen else plan.order
+        order = plan.order
         tried: list[tuple[str, str]] = []
+        if chosen and _candidate_secret(loc, chosen) is not None:
+            order = (chosen,)
+        elif chosen:
+            # The driver's method is not configured on this machine (a cluster node with its
+            # own credential: a managed identity, its own SAS or key): the others, in order,
+            # each checked with one request as on the driver, so none fails minutes later.
+            tried.append((chosen, "not provided on this machine (the driver used it)"))
+            order = tuple(m for m in plan.order if m != chosen)
+            check = True
         for method in order:
             secret = _candidate_secret(loc, method)
             if secret is None:

@@ -51,6 +51,9 @@ class AzurePlan:
     def apply(self) -> None:
         """Adopt this plan in the current process (a worker's ``DoFn.setup``)."""
         from dataio import azure   # through the package: the name tests stand in for
+        from dataio import log
+
+        log.ensure()   # a cluster worker's log: no line per Azure request (dataio/log.py)
         azure.configure_worker(self)
 
     def to_json(self) -> str:

@@ -217,6 +217,40 @@ def test_worker_process_resolves_from_the_environment(azurite, container):
     assert sas.split("sig=")[1] not in done.stderr + done.stdout
 
 
+def test_worker_on_another_machine_uses_its_own_credential(azurite, container, monkeypatch):
+    """A cluster node (a Spark executor, a TaskManager's worker) has its own credential in its
+    environment, not the submitter's: the driver used a connection string for
+    abfs://container/..., the node has only a SAS. The node reads the same blob (the account
+    and its endpoint come in the plan), with its SAS; with nothing usable it fails at once,
+    naming the driver's method and each one it tried."""
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    url = f"abfs://{container}/node.txt"
+    plan = azure.configure_from_options({}, paths=[url])
+    assert dict(plan.chosen) == {f"devstoreaccount1/{container}": "connection-string"}
+    assert plan.default_account == "devstoreaccount1"
+    assert dict(plan.endpoints) == {"devstoreaccount1": azurite.endpoint}
+    assert "AccountKey" not in plan.to_json()
+    fsutil.write_bytes_atomic(url, b"from the driver")
+    code = ("import sys, pickle; from dataio import azure, fs; "
+            "plan = pickle.loads(bytes.fromhex(sys.argv[1])); plan.apply(); "
+            "print(fs.read_bytes(sys.argv[2]).decode()); "
+            "print(azure.method_for(sys.argv[2]))")
+    node = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "TOKENBEAM_AZURE"))}
+    node["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = f"http://127.0.0.1:{_closed_port()}"
+    node["PATH"] = os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"
+    done = subprocess.run([sys.executable, "-c", code, pickle.dumps(plan).hex(), url],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**node, "AZURE_STORAGE_SAS_TOKEN": azurite.container_sas(container)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["from", "the", "driver", "sas"]
+    done = subprocess.run([sys.executable, "-c", code, pickle.dumps(plan).hex(), url],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, env=node)
+    assert done.returncode != 0
+    assert "connection string (--azure_connection_string, AZURE_STORAGE_CONNECTION_STRING): " \
+        "not provided on this machine" in done.stderr, done.stderr[-2000:]
+    assert "DefaultAzureCredential" in done.stderr
+
+
 def test_secret_environment_is_json_of_what_flags_and_urls_gave(azurite, container):
     sas = azurite.container_sas(container)
     azure.configure_from_options({"azure_sas_token": sas}, paths=[azurite.url(container, "e")])

@@ -1,4 +1,5 @@
-"""Throw-away clusters on this host (Flink, SLURM, Spark + Livy) for the tests and the benchmarks.
+"""Throw-away clusters on this host (Flink, SLURM, Spark + Livy, Azurite) for the tests and the
+benchmarks.
 
 Not shipped (``setup.py`` packages only ``dataio``, ``transforms``, ``pipelines``,
 ``runners``): import them as ``tests.clusters.local_flink`` and so on, with the repository root

@@ -85,7 +85,7 @@ class Netns:
 class LocalSpark:
     def __init__(self, workdir: str, *, cache_dir: str, netns: str | None = None,
                  worker_cores: int = 2, worker_memory: str = "6g", livy: bool = True,
-                 livy_whitelist: tuple[str, ...] = ()):
+                 livy_whitelist: tuple[str, ...] = (), node_env: dict | None = None):
         self.workdir = os.path.abspath(workdir)
         self.cache_dir = os.path.abspath(cache_dir)
         self.spark_home = spark_home(self.cache_dir)
@@ -94,6 +94,9 @@ class LocalSpark:
         self.worker_cores, self.worker_memory = worker_cores, worker_memory
         self.with_livy = livy
         self.livy_whitelist = tuple(os.path.abspath(p) for p in livy_whitelist)
+        # The environment of the "nodes" (the master, the worker with the executors it starts,
+        # Livy with the drivers it starts), not of clients: e.g. a storage credential.
+        self.node_env = dict(node_env or {})
         self.master_port, self.webui_port = free_port(), free_port()
         self.worker_webui_port, self.livy_port = free_port(), free_port()
         self.master_url = f"spark://127.0.0.1:{self.master_port}"
@@ -115,6 +118,11 @@ class LocalSpark:
 
     def _prefix(self) -> list[str]:
         return self._netns.prefix() if self._netns else []
+
+    def prefix(self) -> list[str]:
+        """The command prefix that runs a program inside the cluster's network namespace
+        (empty without one)."""
+        return self._prefix()
 
     def run(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
         kwargs.setdefault("env", self.env())
@@ -151,7 +159,7 @@ class LocalSpark:
         self._write_conf()
         if self.netns_name:
             self._netns = Netns(self.netns_name)
-        env = self.env()
+        env = {**self.env(), **self.node_env}
         spark_class = os.path.join(self.spark_home, "bin", "spark-class")
         try:
             self._spawn("master", [spark_class, "org.apache.spark.deploy.master.Master",

@@ -66,6 +66,23 @@ def test_worker_setup_leaves_the_root_logger_alone():
     assert logging.getLogger(log.ROOT_NAME).level == logging.DEBUG
 
 
+def test_a_cluster_worker_relays_no_line_per_azure_request():
+    """A Flink or Spark SDK worker's root logger is Beam's, at INFO, relaying every record to
+    the runner's log: the Azure SDK's record per request (URL, headers) is not among them
+    unless --log-level debug."""
+    logging.getLogger().setLevel(logging.INFO)
+    per_request = logging.getLogger("azure.core.pipeline.policies.http_logging_policy")
+    saved = per_request.level
+    try:
+        log.setup("info", others=False)
+        assert not per_request.isEnabledFor(logging.INFO)
+        assert per_request.isEnabledFor(logging.WARNING)
+        log.setup("debug", others=False)
+        assert per_request.isEnabledFor(logging.INFO)
+    finally:
+        per_request.setLevel(saved)
+
+
 def test_setup_twice_keeps_one_handler():
     log.setup("info")
     log.setup("debug")

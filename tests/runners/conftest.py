@@ -1,5 +1,6 @@
 """Fixtures for the runner tests: the provisioned Flink + job-server jar, a plain Flink cluster,
-a local SLURM cluster (2 virtual nodes), and the DirectRunner reference output.
+a local SLURM cluster (2 virtual nodes), an Azurite blob service, and the DirectRunner reference
+output.
 
 Real services only, all on 127.0.0.1 with free ports, every file under pytest's tmp folders,
 every process stopped by PID. What is missing (java, SLURM, the Flink distribution or the jar,
@@ -16,6 +17,7 @@ import pytest
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
+from tests.clusters.local_azurite import NotInstalled, run_azurite
 from tests.clusters.local_flink import LocalFlink
 from tests.clusters.local_slurm import LocalSlurm, missing_binaries
 
@@ -71,3 +73,17 @@ def slurm_cluster(tmp_path_factory):
     cluster.start(timeout=90)
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """An Azurite blob service on 127.0.0.1 (the jobs' input and output on Azure)."""
+    started = run_azurite(tmp_path_factory.mktemp("azurite"))
+    try:
+        service = next(started)
+    except NotInstalled as exc:
+        pytest.skip(str(exc))
+    try:
+        yield service
+    finally:
+        started.close()

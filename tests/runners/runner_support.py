@@ -106,3 +106,42 @@ def describe(pid: int) -> str:
         return " ".join(psutil.Process(pid).cmdline())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return "(gone)"
+
+
+# --- secrets -------------------------------------------------------------------------------------
+
+def files_holding(roots, secrets) -> list[str]:
+    """Every file under ``roots`` (folders or files) whose bytes hold one of ``secrets``; a jar
+    or zip is searched entry by entry, decompressed (``JAR!ENTRY``), as a reader of it would,
+    except compiled classes (Beam's and Flink's own code, the same in every job: what a job adds
+    to a jar, its pipeline and options, is under ``BEAM-PIPELINE/``)."""
+    import zipfile
+
+    needles = [s.encode() if isinstance(s, str) else s for s in secrets if s]
+    found = []
+
+    def check(name: str, data: bytes) -> None:
+        if any(n in data for n in needles):
+            found.append(name)
+
+    for root in roots:
+        root = str(root)
+        paths = [root] if os.path.isfile(root) else [
+            os.path.join(base, n) for base, _dirs, names in os.walk(root) for n in names]
+        for path in paths:
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except OSError:   # a socket, a file removed meanwhile
+                continue
+            check(path, data)
+            if data[:4] == b"PK\x03\x04":
+                try:
+                    with zipfile.ZipFile(path) as jar:
+                        for entry in jar.namelist():
+                            if entry.endswith(".class"):
+                                continue
+                            check(f"{path}!{entry}", jar.read(entry))
+                except (zipfile.BadZipFile, OSError):
+                    pass
+    return found

@@ -10,13 +10,16 @@ import shutil
 import subprocess
 import time
 import urllib.request
+import uuid
 
 import psutil
 import pytest
-from runner_support import (PYTHON, ROOT, assert_no_processes_left, describe, flink_temp_entries,
-                            is_loopback, listening_sockets, processes_with, shards, tokenize_args)
+from runner_support import (PYTHON, ROOT, assert_no_processes_left, describe, files_holding,
+                            flink_temp_entries, is_loopback, listening_sockets, processes_with,
+                            shards, tokenize_args)
 
 from runners import slurm
+from tests.clusters import local_azurite
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -31,7 +34,7 @@ def launch(slurm_cluster, flink_stack, tmp_path):
     env = slurm_cluster.env(dict(os.environ, TOKENBEAM_TEST_MARKER=marker))
     log_dir = tmp_path / "slurm logs"   # a space on purpose
 
-    def _launch(*extra, timeout=JOB_TIMEOUT + 60):
+    def _launch(*extra, timeout=JOB_TIMEOUT + 60, env=env):
         cmd = [PYTHON, "-m", "runners.slurm", "submit", "--config",
                os.path.join(ROOT, "runners/flink_slurm.yaml"),
                "--cache-dir", os.path.join(ROOT, ".cache"), "--python-env",
@@ -195,6 +198,64 @@ def test_requeue_on_the_pre_timeout_signal_resumes_to_identical_output(
     skipped = (rerun / "pipeline.log").read_text().count("\nskip ")
     assert_no_processes_left(launch.marker)
     print(f"\nrequeued: the rerun skipped {skipped} of 3 committed shards")
+
+
+def test_job_on_azurite_matches_direct_runner_with_no_secret_in_it(
+        launch, azurite, direct_output, corpus_dir, hf_tokenizer, tmp_path):
+    """--input abfs://, --output az:// on Azurite, the credential (a connection string holding
+    the account key) only in the submitting environment, which sbatch hands the job's nodes:
+    the driver holds the output's lease while the TaskManagers' Python workers read and commit
+    through adlfs, the shards are the DirectRunner's, and the key is in no file of the job (the
+    sbatch script, every log, the Flink configuration, the uber jar with the pipeline's
+    options), in the Flink job's configuration, nor in what the launcher prints."""
+    container = "slurm" + uuid.uuid4().hex[:12]
+    conn = azurite.connection_string
+    local_azurite.upload(conn, container, str(corpus_dir), "corpus")
+    env = dict(launch.env, AZURE_STORAGE_CONNECTION_STRING=conn)
+    args = tokenize_args(corpus_dir, hf_tokenizer, "x")
+    args[args.index("--input") + 1] = f"abfs://{container}/corpus/*.jsonl"
+    args[args.index("--output") + 1] = f"az://{container}/out"
+    job_id = _job_id(launch("--", *args, env=env, timeout=120))
+    folder = launch.log_dir / job_id
+    rest = _wait_for_line(folder / "batch.log", r"rest (\d+)").group(1)
+    lock = azurite.service().get_blob_client(container, "out/_lock")
+    secrets = (local_azurite.DEV_KEY, conn)
+    seen_running, leases, leaks = {}, set(), []
+    deadline = time.monotonic() + JOB_TIMEOUT
+    state = None
+    try:
+        while time.monotonic() < deadline:
+            state = (slurm.job_info(job_id, launch.env) or {}).get("JobState")
+            if state in slurm.TERMINAL_STATES:
+                break
+            for job in _flink_jobs(rest):
+                if job["state"] == "RUNNING" and job["jid"] not in seen_running:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{rest}/jobs/{job['jid']}"
+                                                "/config", timeout=10) as r:
+                        seen_running[job["jid"]] = r.read().decode()
+                    # while the job runs: the uber jar (flink-tmp) and every log of the job
+                    leaks += files_holding([folder], secrets)
+                    leases.add(lock.get_blob_properties().lease.state)
+            time.sleep(0.5)
+    finally:
+        if state not in slurm.TERMINAL_STATES:   # never leave the job running
+            subprocess.run(["scancel", job_id], env=launch.env)
+            slurm.wait_for(job_id, timeout=120, env=launch.env)
+    assert state == "COMPLETED", (folder / "pipeline.log").read_text()[-3000:]
+    assert seen_running, "the Flink job was never seen running"
+    assert leases == {"leased"}   # the driver held the output's lease while the job ran
+    out = tmp_path / "out"
+    local_azurite.download(conn, container, "out", str(out))
+    assert shards(out) == shards(direct_output)
+    assert json.loads((out / "metadata.json").read_text())["totals"] == \
+        json.loads((direct_output / "metadata.json").read_text())["totals"]
+    assert not (out / "_lock").exists() and not (out / "_temporary").exists()
+    assert not [s for s in secrets if s in "".join(seen_running.values())]
+    leaks += files_holding([launch.log_dir, out], secrets)
+    assert not leaks, leaks
+    # No line per Azure request (the SDK logs each at INFO) in the TaskManagers' or any log.
+    assert not files_holding([folder], ["Request URL:"])
+    assert_no_processes_left(launch.marker)
 
 
 # Sockets the cluster needs that cannot be bound to loopback, by the role of the process that

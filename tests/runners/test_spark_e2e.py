@@ -14,10 +14,10 @@ import time
 import uuid
 
 import pytest
-from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
+from runner_support import CACHE, PYTHON, ROOT, files_holding, shards, tokenize_args
 
 from runners.flink_cluster import free_port
-from tests.clusters import local_spark
+from tests.clusters import local_azurite, local_spark
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -35,16 +35,37 @@ def spark_cluster(tmp_path_factory):
         pytest.skip(f"not provisioned: {', '.join(missing) or 'the Spark job-server jar'}; "
                     "run `bash scripts/setup.sh --test`")
     shared = tmp_path_factory.mktemp("spark-shared")
+    # An Azurite inside the cluster's namespace (Spark's "cloud storage"). The nodes (the worker
+    # and its executors, Livy and its drivers) have their own credential in their environment,
+    # a SAS of the container the job uses, as a cluster set up for it; the submitting machine
+    # has another (the test's launcher uses the connection string): neither goes with the job.
+    # (A container SAS: Azurite answers Put Block From URL under an account SAS with a 500,
+    # which a commit retries as a fault, instead of the 501 that says it lacks the call.)
+    azurite_port = free_port() if local_azurite.missing() is None else None
+    azure_container = "spark" + uuid.uuid4().hex[:12]
+    node_env = ({"AZURE_STORAGE_SAS_TOKEN": local_azurite.container_sas(azure_container, 24)}
+                if azurite_port else {})
     cluster = local_spark.LocalSpark(str(tmp_path_factory.mktemp("spark")), cache_dir=CACHE,
                                      netns=f"tbspark{uuid.uuid4().hex[:6]}", worker_cores=2,
-                                     worker_memory="4g", livy_whitelist=(str(shared),))
+                                     worker_memory="4g", livy_whitelist=(str(shared),),
+                                     node_env=node_env)
     cluster.start(timeout=300)
     cluster.shared_dir = str(shared)
-    yield cluster
-    cluster.stop()
+    cluster.azurite, cluster.azure_container, started = None, azure_container, None
+    try:
+        if azurite_port:
+            started = local_azurite.run_azurite(tmp_path_factory.mktemp("spark-azurite"),
+                                                prefix=tuple(cluster.prefix()), port=azurite_port)
+            cluster.azurite = next(started)
+        yield cluster
+    finally:
+        if started is not None:
+            started.close()
+        cluster.stop()
 
 
-def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True):
+def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True, inputs=None,
+            env=None):
     staging = os.path.join(cluster.shared_dir, "staging")
     sets = {"staging_dir": staging, "python_env": os.path.dirname(os.path.dirname(PYTHON)),
             "num_executors": 1, "executor_cores": 2, "executor_memory": "1g",
@@ -58,8 +79,12 @@ def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True)
             *(["--wait"] if wait else []), "--work-dir", os.path.join(cluster.shared_dir, "work")]
     for key, value in sets.items():
         argv += ["--set", f"{key}={value}"]
-    argv += ["--", *tokenize_args(corpus_dir, tokenizer, out), *extra]
-    env = {**cluster.env(), "HDINSIGHT_USERNAME": "admin", "HDINSIGHT_PASSWORD": SECRET}
+    args = tokenize_args(corpus_dir, tokenizer, out)
+    if inputs:
+        args[args.index("--input") + 1] = inputs
+    argv += ["--", *args, *extra]
+    env = {**cluster.env(), "HDINSIGHT_USERNAME": "admin", "HDINSIGHT_PASSWORD": SECRET,
+           **(env or {})}
     return cluster.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
 
 
@@ -86,6 +111,60 @@ def test_livy_batch_gives_the_directrunner_bytes_and_a_rerun_skips(spark_cluster
     assert "submitted batch" not in again.stdout
     assert again.stdout.count("skip ") == len(shards(direct_output)) // 2  # .bin + .idx
     assert shards(out) == shards(direct_output)
+
+
+def test_livy_batch_on_azurite_gives_the_directrunner_bytes_with_no_secret_in_it(
+        spark_cluster, direct_output, corpus_dir, hf_tokenizer):
+    """--input abfs://, --output az:// on Azurite. The launcher (the submitting machine, which
+    plans and holds the output's lease while it waits) has the account's connection string, the
+    cluster's nodes only their own SAS (the fixture's node_env): the executors' Python workers
+    read and commit through adlfs with the nodes' SAS, on the endpoint the plan names. The
+    shards are the DirectRunner's, and neither secret is in any file (the request body the
+    launcher sent, the staged jars with the pipeline's options, Spark's and the executors'
+    logs and work folders, Livy's logs, the output), in the batch's log (the driver's output,
+    which Livy keeps), nor in what the launcher prints."""
+    azurite = spark_cluster.azurite
+    if azurite is None:
+        pytest.skip(local_azurite.missing())
+    container = spark_cluster.azure_container   # the nodes' SAS is for this one
+    conn = azurite.connection_string
+    env = {**spark_cluster.env(), "AZURE_STORAGE_CONNECTION_STRING": conn}
+    copy = [PYTHON, "-m", "tests.clusters.local_azurite"]
+    up = spark_cluster.run([*copy, "upload", container, "corpus", str(corpus_dir)],
+                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert up.returncode == 0, up.stderr[-3000:]
+    proc = _submit(spark_cluster, "runners/spark_hdinsight.yaml", f"az://{container}/out",
+                   corpus_dir, hf_tokenizer, inputs=f"abfs://{container}/corpus/*.jsonl",
+                   env={"AZURE_STORAGE_CONNECTION_STRING": conn})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    assert ": success" in proc.stdout
+    out = os.path.join(spark_cluster.shared_dir, "out-livy-azurite")
+    down = spark_cluster.run([*copy, "download", container, "out", out],
+                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert down.returncode == 0, down.stderr[-3000:]
+    assert shards(out) == shards(direct_output)
+    meta = json.loads(open(os.path.join(out, "metadata.json")).read())
+    assert all(s["status"] == "written" for s in meta["shards"])
+    assert not os.path.exists(os.path.join(out, "_temporary"))   # the batch's last step cleaned
+    assert not os.path.exists(os.path.join(out, "_lock"))        # the launcher released it
+    # ... after holding it while it waited: acquired, renewed (every 20 s) and released.
+    operations = re.findall(r"Operation=(Blob_\w*Lease)", azurite.debug_log.read_text())
+    assert operations[0] == "Blob_AcquireLease" and "Blob_RenewLease" in operations, operations
+    requests = [os.path.join(b, n) for b, _d, names in os.walk(
+        os.path.join(spark_cluster.shared_dir, "work")) for n in names if n == "batch-request.json"]
+    assert requests, "the launcher wrote no record of the request it sent"
+    node_sas = spark_cluster.node_env["AZURE_STORAGE_SAS_TOKEN"]
+    secrets = (local_azurite.DEV_KEY, conn, node_sas.split("sig=")[1].split("&")[0])
+    assert not files_holding([spark_cluster.shared_dir, spark_cluster.workdir], secrets)
+    batch = re.search(r"submitted batch (\S+) to", proc.stdout).group(1)
+    log = _livy(spark_cluster, "logs", batch, "--lines", "100000")
+    assert log.returncode == 0 and log.stdout.strip(), log.stderr[-2000:]
+    assert not [s for s in secrets if s in proc.stdout + proc.stderr + log.stdout]
+    # The executors' logs hold no line per Azure request (the SDK logs each at INFO).
+    executor_logs = [os.path.join(b, n) for b, _d, names in os.walk(
+        os.path.join(spark_cluster.workdir, "work")) for n in names if n == "stderr"]
+    assert executor_logs
+    assert not [p for p in executor_logs if "Request URL:" in open(p, errors="replace").read()]
 
 
 def test_spark_submit_on_the_standalone_cluster(spark_cluster, direct_output, corpus_dir,
