@@ -13,32 +13,20 @@ import uuid
 
 import pytest
 
-from tests.clusters.local_azurite import ACCOUNT, DEV_KEY, Azurite, NotInstalled, run_azurite
+from tests.clusters.local_azurite import ACCOUNT, DEV_KEY, Azurite, azurite_or_skip
 
 __all__ = ["ACCOUNT", "DEV_KEY", "Azurite"]
 
 
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory):
-    yield from _run_azurite(tmp_path_factory.mktemp("azurite"))
+    yield from azurite_or_skip(tmp_path_factory.mktemp("azurite"))
 
 
 @pytest.fixture
 def own_azurite(tmp_path):
     """An Azurite of this test alone, which it may stop (``.stop()``) to cut storage off."""
-    yield from _run_azurite(tmp_path / "own-azurite")
-
-
-def _run_azurite(base):
-    started = run_azurite(base)
-    try:
-        service = next(started)
-    except NotInstalled as exc:
-        pytest.skip(str(exc))
-    try:
-        yield service
-    finally:
-        started.close()
+    yield from azurite_or_skip(tmp_path / "own-azurite")
 
 
 _ENV_PREFIXES = ("AZURE_", "TOKENBEAM_AZURE_", "IDENTITY_", "MSI_")

@@ -217,3 +217,19 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def azurite_or_skip(base):
+    """:func:`run_azurite` for a pytest fixture: yields the service, stops it after; skips the
+    test (saying why) where Azurite is not installed."""
+    import pytest
+
+    started = run_azurite(base)
+    try:
+        service = next(started)
+    except NotInstalled as exc:
+        pytest.skip(str(exc))
+    try:
+        yield service
+    finally:
+        started.close()

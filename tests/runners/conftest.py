@@ -17,7 +17,7 @@ import pytest
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
-from tests.clusters.local_azurite import NotInstalled, run_azurite
+from tests.clusters.local_azurite import azurite_or_skip
 from tests.clusters.local_flink import LocalFlink
 from tests.clusters.local_slurm import LocalSlurm, missing_binaries
 
@@ -78,12 +78,4 @@ def slurm_cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory):
     """An Azurite blob service on 127.0.0.1 (the jobs' input and output on Azure)."""
-    started = run_azurite(tmp_path_factory.mktemp("azurite"))
-    try:
-        service = next(started)
-    except NotInstalled as exc:
-        pytest.skip(str(exc))
-    try:
-        yield service
-    finally:
-        started.close()
+    yield from azurite_or_skip(tmp_path_factory.mktemp("azurite"))
