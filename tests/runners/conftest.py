@@ -1,5 +1,7 @@
 """Fixtures for the runner tests: the provisioned Flink + job-server jar, a plain Flink cluster,
-a local SLURM cluster (2 virtual nodes), and the DirectRunner reference output.
+a local SLURM cluster (2 virtual nodes), a Spark standalone cluster behind a real Livy, and the
+DirectRunner reference output. The SLURM and Spark clusters are started once per session (the
+Spark, SLURM and kill-and-resume test modules share them).
 
 Real services only, all on 127.0.0.1 with free ports, every file under pytest's tmp folders,
 every process stopped by PID. What is missing (java, SLURM, the Flink distribution or the jar,
@@ -11,11 +13,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import uuid
 
 import pytest
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
+from tests.clusters import local_spark
 from tests.clusters.local_flink import LocalFlink
 from tests.clusters.local_slurm import LocalSlurm, missing_binaries
 
@@ -58,7 +62,7 @@ def flink_cluster(flink_stack, tmp_path_factory):
     cluster.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def slurm_cluster(tmp_path_factory):
     """munged + slurmctld + 2 slurmd (node1, node2) on this host, as child processes."""
     missing = missing_binaries()
@@ -69,5 +73,28 @@ def slurm_cluster(tmp_path_factory):
         pytest.skip("the local SLURM cluster runs slurmd, which needs root")
     cluster = LocalSlurm(str(tmp_path_factory.mktemp("slurm")), nodes=2)
     cluster.start(timeout=90)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """Spark 3.5 standalone (master + 1 worker, 2 cores) and Apache Livy 0.7.1 in a private
+    network namespace (tests/clusters/local_spark.py); ``shared_dir`` is Livy's whitelisted
+    folder for staging, work folders and outputs."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("the Spark cluster runs in a private network namespace: needs root and `ip`")
+    if shutil.which("java") is None:
+        pytest.skip("java not found (scripts/setup.sh --test installs it)")
+    missing = local_spark.missing(CACHE)
+    if missing or not os.path.exists(os.path.join(CACHE, "jars", "spark-job-server.jar")):
+        pytest.skip(f"not provisioned: {', '.join(missing) or 'the Spark job-server jar'}; "
+                    "run `bash scripts/setup.sh --test`")
+    shared = tmp_path_factory.mktemp("spark-shared")
+    cluster = local_spark.LocalSpark(str(tmp_path_factory.mktemp("spark")), cache_dir=CACHE,
+                                     netns=f"tbspark{uuid.uuid4().hex[:6]}", worker_cores=2,
+                                     worker_memory="4g", livy_whitelist=(str(shared),))
+    cluster.start(timeout=300)
+    cluster.shared_dir = str(shared)
     yield cluster
     cluster.stop()

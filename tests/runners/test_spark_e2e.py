@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -22,26 +21,6 @@ from tests.clusters import local_spark
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
 SECRET = "pw-livy-Kx93-never-written"
-
-
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("the Spark cluster runs in a private network namespace: needs root and `ip`")
-    if shutil.which("java") is None:
-        pytest.skip("java not found (scripts/setup.sh --test installs it)")
-    missing = local_spark.missing(CACHE)
-    if missing or not os.path.exists(os.path.join(CACHE, "jars", "spark-job-server.jar")):
-        pytest.skip(f"not provisioned: {', '.join(missing) or 'the Spark job-server jar'}; "
-                    "run `bash scripts/setup.sh --test`")
-    shared = tmp_path_factory.mktemp("spark-shared")
-    cluster = local_spark.LocalSpark(str(tmp_path_factory.mktemp("spark")), cache_dir=CACHE,
-                                     netns=f"tbspark{uuid.uuid4().hex[:6]}", worker_cores=2,
-                                     worker_memory="4g", livy_whitelist=(str(shared),))
-    cluster.start(timeout=300)
-    cluster.shared_dir = str(shared)
-    yield cluster
-    cluster.stop()
 
 
 def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True):
