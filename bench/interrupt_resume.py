@@ -400,6 +400,16 @@ class SparkLivy:
         self.cluster.stop()
 
 
+def _kind(text: str) -> str:
+    """``kill -9`` (also ``kill9``, ``sigkill``) or ``SIGINT``, as ``--kinds`` names them."""
+    key = text.strip().lower().replace(" ", "").replace("-", "")
+    if key in ("kill9", "sigkill"):
+        return "kill -9"
+    if key == "sigint":
+        return "SIGINT"
+    raise SystemExit(f"--kinds: unknown kill kind {text!r}; choose 'kill -9' or SIGINT")
+
+
 def make_runner(name: str, scratch: str):
     if name.startswith("direct-w"):
         return Direct(int(name[len("direct-w"):]), scratch)
@@ -455,7 +465,7 @@ def main(argv=None) -> int:
     parser.add_argument("--points", default="25,50,75,90",
                         help="kill points, percent of the input bytes done")
     parser.add_argument("--kinds", default=None,
-                        help="for the DirectRunner: 'kill -9', 'SIGINT' or both (default both)")
+                        help="for the DirectRunner: kill-9, SIGINT or both (default both)")
     parser.add_argument("--files", type=int, default=32, help="JSONL files of varied size")
     parser.add_argument("--docs", type=int, default=1200, help="documents per file (mean)")
     parser.add_argument("--split-bytes", type=int, default=2 << 20,
@@ -497,7 +507,7 @@ def main(argv=None) -> int:
             try:
                 kinds = runner.kinds
                 if isinstance(runner, Direct) and opts.kinds:
-                    kinds = tuple(k.strip() for k in opts.kinds.split(","))
+                    kinds = tuple(_kind(k) for k in opts.kinds.split(","))
                 for kind in kinds:
                     for point in points:
                         out = os.path.join(scratch, f"out-{name}-{point}-{uuid.uuid4().hex[:6]}")
