@@ -15,7 +15,9 @@ input bytes done reach the point, reruns the same command to completion, and com
 - runners (``--runners``): ``direct-w1``, ``direct-w2`` (``--runner=DirectRunner --workers N``;
   kill kinds ``kill -9`` of the driver's process group and ``SIGINT`` to it, as Ctrl-C sends),
   ``slurm-flink`` (``python -m runners.slurm submit`` on a 2-node local SLURM cluster,
-  tests/clusters/local_slurm.py; killed by ``scancel``), ``spark-livy`` (``python -m runners.spark
+  tests/clusters/local_slurm.py; killed by ``scancel``, or with ``--kinds time-limit`` by the
+  signal SLURM sends ahead of a time limit, ``scancel --batch --signal=USR1``, on which the job
+  stops Flink and ends as at its limit), ``spark-livy`` (``python -m runners.spark
   submit`` through a real Livy in front of a standalone Spark, tests/clusters/local_spark.py;
   killed by the batch's DELETE, ``runners.spark cancel``). The cluster runners need root and
   ``scripts/setup.sh --test``; one that cannot start is reported and left out.
@@ -237,7 +239,7 @@ class RunFailed(RuntimeError):
 class Direct:
     """``python -m pipelines.tokenize --runner=DirectRunner --workers N`` in its own session."""
 
-    kinds = ("kill -9", "SIGINT")
+    kinds = default_kinds = ("kill -9", "SIGINT")
 
     def __init__(self, workers: int, scratch: str):
         self.name, self.workers, self.scratch = f"direct-w{workers}", workers, scratch
@@ -287,7 +289,8 @@ class SlurmFlink:
     """``python -m runners.slurm submit`` on a 2-node local SLURM cluster (a TaskManager with
     this host's cores on each)."""
 
-    kinds = ("scancel",)
+    kinds = ("scancel", "time limit")
+    default_kinds = ("scancel",)
 
     def __init__(self, scratch: str, nodes: int = 2):
         from tests.clusters.local_slurm import LocalSlurm, missing_binaries
@@ -325,8 +328,12 @@ class SlurmFlink:
     def kill(self, job, kind: str) -> str:
         from runners import slurm
 
-        subprocess.run([PYTHON, "-m", "runners.slurm", "cancel", job], capture_output=True,
-                       cwd=ROOT, env=self.env, timeout=120)
+        if kind == "time limit":   # --signal=B:USR1@N: the batch script's warning of its limit
+            subprocess.run(["scancel", "--batch", "--signal=USR1", job], capture_output=True,
+                           env=self.env, timeout=120)
+        else:
+            subprocess.run([PYTHON, "-m", "runners.slurm", "cancel", job], capture_output=True,
+                           cwd=ROOT, env=self.env, timeout=120)
         info = slurm.wait_for(job, timeout=300, env=self.env, out=open(os.devnull, "w"))
         return f"job {info.get('JobState')}"
 
@@ -344,7 +351,7 @@ class SparkLivy:
     """``python -m runners.spark submit`` through Livy to a standalone Spark (one executor with
     this host's cores), all in a private network namespace."""
 
-    kinds = ("Livy DELETE",)
+    kinds = default_kinds = ("Livy DELETE",)
 
     def __init__(self, scratch: str):
         from tests.clusters import local_spark
@@ -401,13 +408,15 @@ class SparkLivy:
 
 
 def _kind(text: str) -> str:
-    """``kill -9`` (also ``kill9``, ``sigkill``) or ``SIGINT``, as ``--kinds`` names them."""
+    """A kill kind as the table names it, from ``--kinds`` (``kill-9``, ``SIGINT``,
+    ``scancel``, ``time-limit``, ``livy-delete``; any case, spaces or dashes)."""
     key = text.strip().lower().replace(" ", "").replace("-", "")
-    if key in ("kill9", "sigkill"):
-        return "kill -9"
-    if key == "sigint":
-        return "SIGINT"
-    raise SystemExit(f"--kinds: unknown kill kind {text!r}; choose 'kill -9' or SIGINT")
+    names = {"kill9": "kill -9", "sigkill": "kill -9", "sigint": "SIGINT", "scancel": "scancel",
+             "timelimit": "time limit", "livydelete": "Livy DELETE", "delete": "Livy DELETE"}
+    if key not in names:
+        raise SystemExit(f"--kinds: unknown kill kind {text!r}; choose from kill-9, SIGINT, "
+                         "scancel, time-limit, livy-delete")
+    return names[key]
 
 
 def make_runner(name: str, scratch: str):
@@ -465,7 +474,9 @@ def main(argv=None) -> int:
     parser.add_argument("--points", default="25,50,75,90",
                         help="kill points, percent of the input bytes done")
     parser.add_argument("--kinds", default=None,
-                        help="for the DirectRunner: kill-9, SIGINT or both (default both)")
+                        help="kill kinds: kill-9, SIGINT (DirectRunner), scancel, time-limit (SLURM), "
+                        "livy-delete (Spark); a runner none of them applies to runs its "
+                        "defaults (DirectRunner both, SLURM scancel)")
     parser.add_argument("--files", type=int, default=32, help="JSONL files of varied size")
     parser.add_argument("--docs", type=int, default=1200, help="documents per file (mean)")
     parser.add_argument("--split-bytes", type=int, default=2 << 20,
@@ -473,6 +484,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dir", default=None, help="scratch folder (default: a temp folder)")
     opts = parser.parse_args(argv)
     names = [n.strip() for n in opts.runners.split(",") if n.strip()]
+    asked = [_kind(k) for k in opts.kinds.split(",")] if opts.kinds else []
     points = [int(p) for p in opts.points.split(",")]
     scratch = tempfile.mkdtemp(prefix="tokenbeam-bench-", dir=opts.dir)
     rows, refused = [], []
@@ -505,9 +517,8 @@ def main(argv=None) -> int:
                 print(f"  {name}: left out ({exc})", flush=True)
                 continue
             try:
-                kinds = runner.kinds
-                if isinstance(runner, Direct) and opts.kinds:
-                    kinds = tuple(_kind(k) for k in opts.kinds.split(","))
+                # each runner: the asked kinds it knows, or its default ones
+                kinds = tuple(k for k in asked if k in runner.kinds) or runner.default_kinds
                 for kind in kinds:
                     for point in points:
                         out = os.path.join(scratch, f"out-{name}-{point}-{uuid.uuid4().hex[:6]}")
