@@ -165,8 +165,14 @@ class Progress:
                 self._keys[record["fingerprint"][:16]] = shard
 
     def _shard_of(self, relpath: str, record: dict | None = None) -> str | None:
-        if record and record.get("shard") in self.reference:
-            return record["shard"]
+        """The shard a file under ``_parts``/``_temporary`` belongs to: an item record names
+        the shards of its parts; a part's path names its shard or the shard's fingerprint."""
+        if record:
+            named = [p.get("shard") for p in record.get("parts") or () if isinstance(p, dict)]
+            named.append(record.get("shard"))
+            found = [s for s in named if s in self.reference]
+            if found:
+                return found[0]
         for part in relpath.split(os.sep):
             if part in self.reference:
                 return part
@@ -379,7 +385,10 @@ class SparkLivy:
     def _submit(self, args, *, wait: bool):
         sets = {"staging_dir": os.path.join(self.scratch, "staging"), "python_env": PYTHON_ENV,
                 "num_executors": 1, "executor_cores": self.workers, "executor_memory": "2g",
-                "driver_memory": "1g"}
+                "driver_memory": "1g",
+                # this checkout's code on the executors, not what the venv's editable install
+                # points at (another checkout, when the venv is shared)
+                "spark_conf": json.dumps({"spark.executorEnv.PYTHONPATH": ROOT})}
         argv = [*(["--wait"] if wait else []), "--work-dir", os.path.join(self.scratch, "work")]
         for key, value in sets.items():
             argv += ["--set", f"{key}={value}"]

@@ -172,8 +172,8 @@ class Direct:
         if self.kill_signal == signal.SIGINT:
             said = open(self.log, encoding="utf-8", errors="replace").read()
             assert status == 130, said[-2000:]
-            assert re.search(r"interrupted: \d+ of \d+ shards committed, .*rerun the same "
-                             r"command to resume", said), said[-2000:]
+            assert re.search(r"interrupted\b[^\n]*: \d+ of \d+ shards committed, [^\n]*rerun the "
+                             r"same command to resume", said), said[-2000:]
 
     def rerun(self, args) -> None:
         proc = subprocess.run(self._cmd(args), capture_output=True, text=True, cwd=ROOT,
@@ -244,7 +244,10 @@ class SparkLivy:
         shared = self.cluster.shared_dir
         sets = {"staging_dir": os.path.join(shared, "staging"),
                 "python_env": os.path.dirname(os.path.dirname(PYTHON)), "num_executors": 1,
-                "executor_cores": 2, "executor_memory": "1g", "driver_memory": "1g"}
+                "executor_cores": 2, "executor_memory": "1g", "driver_memory": "1g",
+                # this checkout's code on the executors, not what the venv's editable install
+                # points at (another checkout, when the venv is shared)
+                "spark_conf": json.dumps({"spark.executorEnv.PYTHONPATH": ROOT})}
         argv = [*(["--wait"] if wait else []), "--work-dir", os.path.join(shared, "work")]
         for key, value in sets.items():
             argv += ["--set", f"{key}={value}"]
