@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -22,46 +21,6 @@ from tests.clusters import local_azurite, local_spark
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
 SECRET = "pw-livy-Kx93-never-written"
-
-
-@pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory):
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("the Spark cluster runs in a private network namespace: needs root and `ip`")
-    if shutil.which("java") is None:
-        pytest.skip("java not found (scripts/setup.sh --test installs it)")
-    missing = local_spark.missing(CACHE)
-    if missing or not os.path.exists(os.path.join(CACHE, "jars", "spark-job-server.jar")):
-        pytest.skip(f"not provisioned: {', '.join(missing) or 'the Spark job-server jar'}; "
-                    "run `bash scripts/setup.sh --test`")
-    shared = tmp_path_factory.mktemp("spark-shared")
-    # An Azurite inside the cluster's namespace (Spark's "cloud storage"). The nodes (the worker
-    # and its executors, Livy and its drivers) have their own credential in their environment,
-    # a SAS of the container the job uses, as a cluster set up for it; the submitting machine
-    # has another (the test's launcher uses the connection string): neither goes with the job.
-    # (A container SAS: Azurite answers Put Block From URL under an account SAS with a 500,
-    # which a commit retries as a fault, instead of the 501 that says it lacks the call.)
-    azurite_port = free_port() if local_azurite.missing() is None else None
-    azure_container = "spark" + uuid.uuid4().hex[:12]
-    node_env = ({"AZURE_STORAGE_SAS_TOKEN": local_azurite.container_sas(azure_container, 24)}
-                if azurite_port else {})
-    cluster = local_spark.LocalSpark(str(tmp_path_factory.mktemp("spark")), cache_dir=CACHE,
-                                     netns=f"tbspark{uuid.uuid4().hex[:6]}", worker_cores=2,
-                                     worker_memory="4g", livy_whitelist=(str(shared),),
-                                     node_env=node_env)
-    cluster.start(timeout=300)
-    cluster.shared_dir = str(shared)
-    cluster.azurite, cluster.azure_container, started = None, azure_container, None
-    try:
-        if azurite_port:
-            started = local_azurite.run_azurite(tmp_path_factory.mktemp("spark-azurite"),
-                                                prefix=tuple(cluster.prefix()), port=azurite_port)
-            cluster.azurite = next(started)
-        yield cluster
-    finally:
-        if started is not None:
-            started.close()
-        cluster.stop()
 
 
 def _submit(cluster, config: str, out, corpus_dir, tokenizer, *extra, wait=True, inputs=None,
