@@ -16,6 +16,7 @@ import json
 import os
 
 from dataio import fs as fsutil
+from dataio import indexed, naming
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 
@@ -99,6 +100,26 @@ def listed_sizes(output: str, folders) -> dict[str, int]:
         where = fsutil.join(output, folder) if folder else output
         sizes.update({prefix + name: size for name, size in fsutil.file_sizes(where).items()})
     return sizes
+
+
+def final_files(sizes: dict[str, int], shards) -> dict[str, tuple[str, ...]]:
+    """``{shard: final names}``: for each of ``shards`` that ``sizes`` (:func:`listed_sizes` of
+    the shards' folders) holds files of, the names (relative to the output, with counts, without
+    ``.bin``/``.idx``) of those files, sorted. What a commit of the shard under another name
+    removes (older runs' versions of other counts), found by the planner's one listing of each
+    folder rather than by a listing per commit. Shards with no such file are left out."""
+    wanted = set(shards)
+    found: dict[str, set[str]] = {}
+    for relative in sizes:
+        if not relative.endswith((".bin", ".idx")):
+            continue
+        prefix = indexed.prefix_of(relative)
+        if naming.parse_counts(prefix) is None:
+            continue
+        shard = naming.strip_counts(prefix)
+        if shard in wanted:
+            found.setdefault(shard, set()).add(prefix)
+    return {shard: tuple(sorted(names)) for shard, names in found.items()}
 
 
 def record_files_problem(output: str, record: dict, sizes: dict[str, int] | None = None

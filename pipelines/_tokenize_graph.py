@@ -62,7 +62,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                    by_stem=shards_of_stem))
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id, guard=job.guard, records=tallies,
+        run_id=job.run_id, guard=job.guard, records=tallies, stale=job.stale,
         max_bad_fraction=job.config.max_bad_fraction)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()

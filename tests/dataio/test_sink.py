@@ -408,9 +408,10 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
     from dataio import azure
 
     fn = make(str(tmp_path), azure_storage_plan)
-    # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids)
+    # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids;
+    # _stale: names of older shard files the plan found)
     assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard",
-                             "_max_bad_fraction"}
+                             "_max_bad_fraction", "_stale"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)

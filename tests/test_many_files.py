@@ -1,0 +1,75 @@
+"""Many inputs (issue 24 part 2): what a run asks storage for grows with the files, not with
+their square. No timings (bench/many_files.py measures them): listings of the output folder are
+counted, and a Parquet file of many row groups is checked to plan few items and read right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fsspec.implementations.local as fsspec_local
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dataio import manifest, readers
+
+SHARDS = 40
+
+
+def _tokenize(inp, out, tokenizer, *extra) -> int:
+    from pipelines import tokenize
+
+    return tokenize.run(["--input", str(inp), "--output", str(out), "--tokenizer-type",
+                         "HuggingFaceTokenizer", "--tokenizer-model", str(tokenizer),
+                         "--append-eod", "--log-interval", "0", "--workers", "1", *extra])
+
+
+def _shard_files(out) -> list[str]:
+    return sorted(n for n in os.listdir(out) if n.endswith((".bin", ".idx")))
+
+
+def test_final_files_names_each_planned_shards_files_of_any_counts():
+    sizes = {"a_text_document_dc=1_sc=1_tc=3.bin": 6, "a_text_document_dc=1_sc=1_tc=3.idx": 40,
+             "a_text_document_dc=2_sc=2_tc=5.idx": 40,  # a lone .idx of an older run
+             "ab_text_document_dc=1_sc=1_tc=1.bin": 2,  # another shard whose name starts alike
+             "holdout/a_text_document_dc=1_sc=1_tc=1.bin": 2, "a_text_document.bin": 1,
+             "metadata.json": 9}
+    found = manifest.final_files(sizes, ["a_text_document", "holdout/a_text_document",
+                                         "c_text_document"])
+    assert found == {"a_text_document": ("a_text_document_dc=1_sc=1_tc=3",
+                                         "a_text_document_dc=2_sc=2_tc=5"),
+                     "holdout/a_text_document": ("holdout/a_text_document_dc=1_sc=1_tc=1",)}
+
+
+@pytest.mark.slow
+def test_committing_many_shards_lists_the_output_folder_a_fixed_number_of_times(
+        tmp_path, hf_tokenizer, monkeypatch):
+    """Each commit removes the shard's files of older counts; finding them must not list the
+    whole output folder per commit (a folder of 10,000 shards: 99 ms each, 5,000 files 210 s).
+    The planner's one listing names them."""
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    for i in range(SHARDS):
+        (inp / f"f{i:03d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
+    assert _tokenize(inp, out, hf_tokenizer) == 0
+    old = _shard_files(out)
+    assert len(old) == 2 * SHARDS
+    for i in range(SHARDS):  # every input grows: every shard is redone under other counts
+        with open(inp / f"f{i:03d}.jsonl", "a") as f:
+            f.write(json.dumps({"text": f"another document {i}"}) + "\n")
+
+    listed: list[str] = []
+    original = fsspec_local.LocalFileSystem.ls
+
+    def ls(self, path, *args, **kwargs):
+        listed.append(os.path.normpath(self._strip_protocol(path)))
+        return original(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(fsspec_local.LocalFileSystem, "ls", ls)
+    assert _tokenize(inp, out, hf_tokenizer) == 0
+    new = _shard_files(out)
+    assert len(new) == 2 * SHARDS and not set(new) & set(old)  # each old version removed
+    of_output = listed.count(os.path.normpath(str(out)))
+    assert of_output <= 3, f"the output folder was listed {of_output} times for {SHARDS} shards"
