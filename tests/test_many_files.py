@@ -73,3 +73,47 @@ def test_committing_many_shards_lists_the_output_folder_a_fixed_number_of_times(
     assert len(new) == 2 * SHARDS and not set(new) & set(old)  # each old version removed
     of_output = listed.count(os.path.normpath(str(out)))
     assert of_output <= 3, f"the output folder was listed {of_output} times for {SHARDS} shards"
+
+
+@pytest.fixture(scope="module")
+def many_row_groups(tmp_path_factory):
+    """The same 20,000 rows twice: in 20,000 one-row groups, and in 4 groups."""
+    folder = tmp_path_factory.mktemp("row_groups")
+    texts = [f"document {i} " + "word " * (i % 7) for i in range(20_000)]
+    table = pa.table({"text": texts})
+    (folder / "one").mkdir()
+    (folder / "few").mkdir()
+    pq.write_table(table, str(folder / "one" / "rows.parquet"), row_group_size=1)
+    pq.write_table(table, str(folder / "few" / "rows.parquet"), row_group_size=5_000)
+    return folder
+
+
+def test_a_parquet_file_of_20000_row_groups_is_few_items_each_knowing_its_first_row(
+        many_row_groups):
+    (f,) = readers.discover([str(many_row_groups / "one" / "rows.parquet")])
+    (whole,) = readers.plan_items([f])  # the default --split-bytes: one item, one footer read
+    assert whole.row_groups == tuple(range(20_000)) and whole.first_row == 0
+    uncompressed = sum(size for _, size in readers.parquet_row_groups(f.path))
+    items = readers.plan_items([f], split_bytes=uncompressed // 4)  # cut by bytes, in order
+    assert 4 <= len(items) <= 5
+    assert [g for i in items for g in i.row_groups] == list(range(20_000))
+    rows = []
+    for item in items:
+        assert item.first_row == len(rows)
+        for first, values in readers.read_parquet(item, ["text"]):
+            assert first == len(rows)  # each row group's rows numbered where the file has them
+            rows.extend(values["text"])
+    assert rows == pq.read_table(str(many_row_groups / "few" / "rows.parquet"))["text"].to_pylist()
+
+
+@pytest.mark.slow
+def test_20000_one_row_groups_give_the_bytes_of_the_same_rows_in_4_groups(
+        many_row_groups, tmp_path, hf_tokenizer):
+    outputs = {}
+    for layout in ("one", "few"):
+        out = tmp_path / layout
+        assert _tokenize(many_row_groups / layout, out, hf_tokenizer) == 0
+        outputs[layout] = {n: (out / n).read_bytes() for n in _shard_files(out)}
+    assert len(outputs["one"]) == 2
+    assert all(n.startswith("rows_text_document_dc=20000_sc=20000_") for n in outputs["one"])
+    assert outputs["one"] == outputs["few"]
