@@ -109,15 +109,25 @@ def prepare_output(job: Job, *, guard=None) -> None:
     default ``job.guard``; see dataio/lock.py)."""
     io = opts.flags(job.options)
     ours = output_lock.renewing(guard or job.guard)
+    # What is there, from one listing of each control folder: removing an absent file is a
+    # request per shard on object storage (100,000 shards: an hour), and no other run writes
+    # here while we hold the lock.
+    def listed(folder: str) -> set[str]:
+        return fsutil.files_under(fsutil.join(job.output, folder))
+
+    records = listed(manifest.COMMITS_DIR) if io.overwrite else set()
+    failures, bad_records = listed(manifest.FAILURES_DIR), listed(manifest.ERRORS_DIR)
     for s in job.to_process:
-        if io.overwrite:
+        if f"{s.shard}.json" in records:
             ours()
             fsutil.remove(manifest.commit_record_path(job.output, s.shard))
-        ours()
-        fsutil.remove(manifest.failure_record_path(job.output, s.shard))
+        if f"{s.shard}.json" in failures:
+            ours()
+            fsutil.remove(manifest.failure_record_path(job.output, s.shard))
     for stem in {s.stem for s in job.to_process}:
-        ours()
-        fsutil.remove(manifest.errors_path(job.output, stem))
+        if f"{stem}.jsonl" in bad_records:
+            ours()
+            fsutil.remove(manifest.errors_path(job.output, stem))
     # Temporaries an interrupted run left beside the final files of the shards we redo.
     bases = tuple("." + os.path.basename(s.shard) + "_" for s in job.to_process)
     for folder in {os.path.dirname(s.shard) for s in job.to_process}:

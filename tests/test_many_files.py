@@ -117,3 +117,34 @@ def test_20000_one_row_groups_give_the_bytes_of_the_same_rows_in_4_groups(
     assert len(outputs["one"]) == 2
     assert all(n.startswith("rows_text_document_dc=20000_sc=20000_") for n in outputs["one"])
     assert outputs["one"] == outputs["few"]
+
+
+def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(
+        tmp_path, hf_tokenizer, monkeypatch):
+    """Before the run, the failure records and error files of the shards it redoes go: found
+    in one listing of each folder, not by removing each shard's (absent) files, a request per
+    shard on object storage."""
+    from dataio import fs as fsutil
+    from pipelines import tokenize
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    for i in range(SHARDS):
+        (inp / f"f{i:03d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
+    failed = manifest.failure_record_path(str(out), "f007_text_document")
+    bad = manifest.errors_path(str(out), "f009")
+    for path in (failed, bad):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("{}\n")
+    _, options, _ = tokenize.setup(["--input", str(inp), "--output", str(out), "--tokenizer-type",
+                                    "HuggingFaceTokenizer", "--tokenizer-model",
+                                    str(hf_tokenizer), "--append-eod"])
+    job = tokenize.plan(options, checked=True)
+    assert len(job.to_process) == SHARDS
+    removed: list[str] = []
+    original = fsutil.remove
+    monkeypatch.setattr(fsutil, "remove", lambda path: (removed.append(path), original(path)))
+    tokenize.prepare_output(job)
+    assert sorted(removed) == sorted([failed, bad])
+    assert not os.path.exists(failed) and not os.path.exists(bad)
