@@ -206,11 +206,15 @@ def what_changed(before: dict | None, now: dict | None) -> str:
     return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"
 
 
-def shard_result(output: str, shard: str, fingerprint: str) -> ShardResult:
-    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed)."""
+def shard_result(output: str, shard: str, fingerprint: str, *,
+                 failures: set[str] | None = None) -> ShardResult:
+    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed).
+    ``failures``: the failure records there are (``fsutil.files_under`` of ``_failures/``, one
+    listing for many shards), else the shard's is asked for."""
     record = read_commit_record(output, shard)
     failure = None
-    if fsutil.exists(failure_record_path(output, shard)):
+    if (f"{shard}.json" in failures if failures is not None
+            else fsutil.exists(failure_record_path(output, shard))):
         failure = json.loads(fsutil.read_bytes(failure_record_path(output, shard)))
     if failure is not None or record is None or record.get("fingerprint") != fingerprint:
         reason = failure["reason"] if failure else "no commit record after the run"
@@ -240,12 +244,12 @@ def errors_path(output: str, stem: str) -> str:
 
 def count_bad_records(output: str, stems) -> int:
     """The bad records the error files of ``stems`` hold (where the runner reports no
-    metrics: the summary's fallback)."""
+    metrics: the summary's fallback): the files there found by one listing."""
+    there = fsutil.files_under(fsutil.join(output, ERRORS_DIR))
     total = 0
     for stem in stems:
-        path = errors_path(output, stem)
-        if fsutil.exists(path):
-            total += fsutil.read_bytes(path).count(b"\n")
+        if f"{stem}.jsonl" in there:
+            total += fsutil.read_bytes(errors_path(output, stem)).count(b"\n")
     return total
 
 

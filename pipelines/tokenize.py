@@ -204,7 +204,9 @@ def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None =
     and failure records (runners whose driver is not this process, or that report no metrics)."""
     if reported is not None and all(s.shard in reported for s in job.to_process):
         return [reported[s.shard] for s in job.to_process]
-    return [manifest.shard_result(job.output, s.shard, s.fingerprint) for s in job.to_process]
+    failures = fsutil.files_under(fsutil.join(job.output, manifest.FAILURES_DIR))  # one listing
+    return [manifest.shard_result(job.output, s.shard, s.fingerprint, failures=failures)
+            for s in job.to_process]
 
 
 def finish(job: Job, argv, *, started: str,

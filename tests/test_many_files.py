@@ -148,3 +148,28 @@ def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(
     tokenize.prepare_output(job)
     assert sorted(removed) == sorted([failed, bad])
     assert not os.path.exists(failed) and not os.path.exists(bad)
+
+
+def test_reading_back_what_became_of_many_shards_asks_each_folder_once(tmp_path, monkeypatch):
+    """Where the runner hands no results back (Spark; more shards than Beam's string set
+    holds), the driver reads the records: which failed and how many bad records each input
+    has come from one listing of each folder, not an existence check per shard."""
+    from dataio import fs as fsutil
+    from dataio.indexed import Counts
+
+    out = str(tmp_path / "out")
+    shards = [f"f{i:03d}_text_document" for i in range(SHARDS)]
+    for i, shard in enumerate(shards):
+        fsutil.write_bytes_atomic(manifest.commit_record_path(out, shard), json.dumps(
+            {"name": shard + "_dc=1_sc=1_tc=2", "fingerprint": "fp", "documents": 1,
+             "sequences": 1, "tokens": 2, "input_bytes": 10 + i}).encode())
+    fsutil.write_bytes_atomic(manifest.failure_record_path(out, shards[3]),
+                              json.dumps({"reason": "bad gzip"}).encode())
+    fsutil.write_bytes_atomic(manifest.errors_path(out, "f005"), b"{}\n{}\n")
+    monkeypatch.setattr(fsutil, "exists", lambda path: pytest.fail(f"asked for {path}"))
+    failures = fsutil.files_under(fsutil.join(out, manifest.FAILURES_DIR))
+    results = [manifest.shard_result(out, s, "fp", failures=failures) for s in shards]
+    assert [r.failed for r in results].count("bad gzip") == 1 and results[3].failed
+    assert results[4] == manifest.ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
+                                              Counts(1, 1, 2), input_bytes=14)
+    assert manifest.count_bad_records(out, [f"f{i:03d}" for i in range(SHARDS)]) == 2
