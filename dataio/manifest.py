@@ -16,6 +16,7 @@ import json
 import os
 
 from dataio import fs as fsutil
+from dataio import indexed, naming
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 
@@ -99,6 +100,26 @@ def listed_sizes(output: str, folders) -> dict[str, int]:
         where = fsutil.join(output, folder) if folder else output
         sizes.update({prefix + name: size for name, size in fsutil.file_sizes(where).items()})
     return sizes
+
+
+def final_files(sizes: dict[str, int], shards) -> dict[str, tuple[str, ...]]:
+    """``{shard: final names}``: for each of ``shards`` that ``sizes`` (:func:`listed_sizes` of
+    the shards' folders) holds files of, the names (relative to the output, with counts, without
+    ``.bin``/``.idx``) of those files, sorted. What a commit of the shard under another name
+    removes (older runs' versions of other counts), found by the planner's one listing of each
+    folder rather than by a listing per commit. Shards with no such file are left out."""
+    wanted = set(shards)
+    found: dict[str, set[str]] = {}
+    for relative in sizes:
+        if not relative.endswith((".bin", ".idx")):
+            continue
+        prefix = indexed.prefix_of(relative)
+        if naming.parse_counts(prefix) is None:
+            continue
+        shard = naming.strip_counts(prefix)
+        if shard in wanted:
+            found.setdefault(shard, set()).add(prefix)
+    return {shard: tuple(sorted(names)) for shard, names in found.items()}
 
 
 def record_files_problem(output: str, record: dict, sizes: dict[str, int] | None = None
@@ -193,11 +214,15 @@ def what_changed(before: dict | None, now: dict | None) -> str:
     return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"
 
 
-def shard_result(output: str, shard: str, fingerprint: str) -> ShardResult:
-    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed)."""
+def shard_result(output: str, shard: str, fingerprint: str, *,
+                 failures: set[str] | None = None) -> ShardResult:
+    """What the records say became of ``shard`` (committed with ``fingerprint``, or failed).
+    ``failures``: the failure records there are (``fsutil.files_under`` of ``_failures/``, one
+    listing for many shards), else the shard's is asked for."""
     record = read_commit_record(output, shard)
     failure = None
-    if fsutil.exists(failure_record_path(output, shard)):
+    if (f"{shard}.json" in failures if failures is not None
+            else fsutil.exists(failure_record_path(output, shard))):
         failure = json.loads(fsutil.read_bytes(failure_record_path(output, shard)))
     if failure is not None or record is None or record.get("fingerprint") != fingerprint:
         reason = failure["reason"] if failure else "no commit record after the run"
@@ -227,12 +252,12 @@ def errors_path(output: str, stem: str) -> str:
 
 def count_bad_records(output: str, stems) -> int:
     """The bad records the error files of ``stems`` hold (where the runner reports no
-    metrics: the summary's fallback)."""
+    metrics: the summary's fallback): the files there found by one listing."""
+    there = fsutil.files_under(fsutil.join(output, ERRORS_DIR))
     total = 0
     for stem in stems:
-        path = errors_path(output, stem)
-        if fsutil.exists(path):
-            total += fsutil.read_bytes(path).count(b"\n")
+        if f"{stem}.jsonl" in there:
+            total += fsutil.read_bytes(errors_path(output, stem)).count(b"\n")
     return total
 
 

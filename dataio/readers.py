@@ -127,6 +127,9 @@ class WorkItem:
     start: int = 0
     end: int | None = None
     row_groups: tuple[int, ...] = ()
+    # Parquet: the file's row index of the item's first row, as planned (None: the reader
+    # counts the rows of the groups before it in the footer)
+    first_row: int | None = None
     error: str = ""  # why planning could not read the file: the reader fails the item with it
     # Planning samples only (:func:`sample_item`): read at most this many bytes, stored and
     # decompressed, and only the whole records in them.
@@ -725,7 +728,10 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20,
     taken under), which the reader confirms (:func:`confirm_unchanged`).
 
     Parquet files are planned from their footers, 16 read at a time (on object stores a few
-    requests each, so 10,000 files one after the other would take minutes)."""
+    requests each, so 10,000 files one after the other would take minutes), and cut like JSONL
+    by bytes: consecutive row groups of at most ``split_bytes`` uncompressed (at least one
+    group) per item, each item carrying its first row. Every item reads the footer again, so
+    a file of 20,000 small row groups is a few items, not 2,500 footer reads."""
     groups_of = _parquet_row_groups_of([f for f in files if f.format == "parquet" and not f.error])
     items = []
     for f in files:
@@ -743,17 +749,27 @@ def plan_items(files: Sequence[InputFile], *, split_bytes: int = 256 << 20,
             if isinstance(groups, CorruptFileError):  # e.g. a short file: no footer to plan with
                 items.append(WorkItem(**of_file, index=0, error=str(groups)))
                 continue
-            per_item = 8  # row groups per item: enough parallelism, few items per file
-            chunks = [tuple(groups[i:i + per_item]) for i in range(0, len(groups), per_item)] or [()]
-            for k, chunk in enumerate(chunks):
-                items.append(WorkItem(**of_file, index=k, row_groups=chunk))
+            chunks: list[tuple[tuple[int, ...], int]] = []  # (row groups, first row)
+            chunk: list[int] = []
+            first_row = row = size = 0
+            for g, (rows, num_bytes) in enumerate(groups):
+                if chunk and size + num_bytes > split_bytes:
+                    chunks.append((tuple(chunk), first_row))
+                    chunk, first_row, size = [], row, 0
+                chunk.append(g)
+                row, size = row + rows, size + num_bytes
+            chunks.append((tuple(chunk), first_row))  # ((), 0) for a file of no row group
+            for k, (groups_of_item, first) in enumerate(chunks):
+                items.append(WorkItem(**of_file, index=k, row_groups=groups_of_item,
+                                      first_row=first))
         else:
             items.append(WorkItem(**of_file, index=0))
     return items
 
 
 def _parquet_row_groups_of(files: Sequence[InputFile]) -> dict:
-    """{file: its row groups, or the CorruptFileError why not}, footers read 16 at a time."""
+    """{file: its row groups' (rows, bytes), or the CorruptFileError why not}, footers read 16
+    at a time."""
     def one(f: InputFile):
         try:
             return parquet_row_groups(f.path)
@@ -768,12 +784,15 @@ def _parquet_row_groups_of(files: Sequence[InputFile]) -> dict:
         return dict(zip(files, pool.map(one, files)))
 
 
-def parquet_row_groups(path: str) -> list[int]:
+def parquet_row_groups(path: str) -> list[tuple[int, int]]:
+    """(rows, uncompressed bytes) of each row group of a Parquet file, from its footer."""
     import pyarrow.parquet as pq
 
     try:
         with fsutil.open_file(path, "rb") as fh:
-            return list(range(pq.ParquetFile(fh).num_row_groups))
+            meta = pq.ParquetFile(fh).metadata
+            groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+            return [(group.num_rows, group.total_byte_size) for group in groups]
     except Exception as exc:  # noqa: BLE001 - any pyarrow failure means an unreadable file
         raise CorruptFileError(f"{path}: not a readable Parquet file ({exc}); the file is "
                                "corrupt or truncated: re-copy it or leave it out") from exc
@@ -1156,8 +1175,10 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
             present = [c for c in columns if c in pf.schema_arrow.names]
             if item.head is not None and _row_group_bytes(pf, item.row_groups, present) > item.head:
                 return  # a planning sample: this row group is larger than a sample may be
-            row = sum(pf.metadata.row_group(g).num_rows for g in range(min(item.row_groups or (0,)))) \
-                if item.row_groups else 0
+            row = item.first_row
+            if row is None:  # not planned by plan_items: counted in the footer
+                row = sum(pf.metadata.row_group(g).num_rows
+                          for g in range(min(item.row_groups or (0,)))) if item.row_groups else 0
             for g in item.row_groups:
                 table = pf.read_row_group(g, columns=present)
                 values = {c: table.column(c).to_pylist() for c in present}

@@ -179,9 +179,11 @@ class _Committer:
     :class:`_WritePartFn`, and at the end, by :class:`_FinalizeShardFn`): merge, commit record,
     stale files removed; each record written and file removed only while the output is ours."""
 
-    def __init__(self, output: str, dtype: str, *, run_id: str = "", guard=None):
+    def __init__(self, output: str, dtype: str, *, run_id: str = "", guard=None,
+                 stale: dict[str, tuple[str, ...]] | None = None):
         self._output, self._dtype, self._run_id = output, dtype, run_id
         self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
+        self._stale = stale  # as WriteShards' ``stale``
 
     def still_ours(self) -> None:
         _stop_if_driver_gone()
@@ -241,6 +243,16 @@ class _Committer:
                                    f"tokens but the counts combined to {counts}")
 
     def _remove_stale(self, shard: str, name: str) -> None:
+        """The final files of ``shard`` under other counts than ``name`` (older runs'), each
+        removed: those the planner listed (no listing per commit: constant work per shard),
+        else (a caller that planned none) those a listing of the shard's folder finds."""
+        if self._stale is not None:
+            for old in self._stale.get(shard, ()):
+                if old != name:
+                    for suffix in (".bin", ".idx"):
+                        self.still_ours()
+                        fsutil.remove(fsutil.join(self._output, old + suffix))
+            return
         folder = fsutil.join(self._output, os.path.dirname(shard)) if os.path.dirname(shard) \
             else self._output
         base = os.path.basename(shard)
@@ -257,11 +269,11 @@ class _WritePartFn(beam.DoFn):
     (reused) its kept parts handed on; a stem of one item is then committed at once."""
 
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
-                 max_bad_fraction: float = 1.0):
+                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
         self._run_id, self._max_bad_fraction = run_id, max_bad_fraction
-        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard)
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale)
 
     def setup(self):
         if self._storage is not None:
@@ -383,11 +395,11 @@ class _WritePartFn(beam.DoFn):
 
 class _FinalizeShardFn(beam.DoFn):
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
-                 max_bad_fraction: float = 1.0):
+                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
         self._max_bad_fraction = max_bad_fraction
-        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard)
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale)
 
     def setup(self):
         if self._storage is not None:
@@ -456,20 +468,27 @@ class WriteShards(beam.PTransform):
     ``records``: PCollection of (shard, RecordTally) of the shard's input (any number per shard:
     they are summed), or None; a shard whose input has too many bad records (:func:`too_many_bad`
     with ``max_bad_fraction``) fails instead of committing.
+    ``stale``: shard -> names (relative to ``output``, with counts, no suffix) of the shard's
+    final files that older runs left (the planner's one listing per folder: manifest.final_files);
+    a commit under another name removes them. None: each commit lists its folder to find them
+    (work that grows with the folder: a pipeline of many shards passes the plan's).
     """
 
     def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = "",
-                 guard=None, records=None, max_bad_fraction: float = 1.0):
+                 guard=None, records=None, max_bad_fraction: float = 1.0,
+                 stale: dict[str, tuple[str, ...]] | None = None):
         super().__init__()
         self._output, self._dtype = output, np.dtype(dtype).name
         self._planned, self._failed, self._storage = planned, failed, storage
         self._run_id, self._guard = run_id, guard
         self._records, self._max_bad_fraction = records, max_bad_fraction
+        self._stale = stale
 
     def expand(self, token_batches):
         written = token_batches | "WriteParts" >> beam.ParDo(
             _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
-                         guard=self._guard, max_bad_fraction=self._max_bad_fraction))
+                         guard=self._guard, max_bad_fraction=self._max_bad_fraction,
+                         stale=self._stale))
         counts = (written | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
                   | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
         part_infos = written | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
@@ -481,7 +500,8 @@ class WriteShards(beam.PTransform):
         grouped = gathered | "GatherParts" >> beam.CoGroupByKey()
         return grouped | "FinalizeShard" >> beam.ParDo(
             _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,
-                             guard=self._guard, max_bad_fraction=self._max_bad_fraction))
+                             guard=self._guard, max_bad_fraction=self._max_bad_fraction,
+                             stale=self._stale))
 
 
 class _WriteErrorsFn(beam.DoFn):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
+from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
 from dataio import errors, log, manifest, parts, readers, sink
@@ -46,7 +47,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
         _LOG.info("resuming: %d of %d work items were finished by an earlier run; their parts "
                   "are reused", kept, len(planned_items))
     planned_items = [dataclasses.replace(i, keep=plans.get(i.stem)) for i in planned_items]
-    items = (pipeline | "PlanItems" >> beam.Create(planned_items)
+    items = (pipeline | "PlanItems" >> _Create(planned_items)
              | "Distribute" >> beam.Reshuffle())
     read = items | "ReadDocuments" >> docs.ReadDocuments(
         job.config.keys, id_key=job.config.id_key, on_bad_record=io.on_bad_record,
@@ -56,7 +57,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
               | "FailedShards" >> beam.FlatMap(
                   lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
                   by_stem=shards_of_stem))
-    planned = pipeline | "PlannedShards" >> beam.Create(
+    planned = pipeline | "PlannedShards" >> _Create(
         [(s.shard, (s.fingerprint, s.resume_key)) for s in todo])
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, job.config, shard_names=job.shard_names(), on_bad_record=io.on_bad_record,
@@ -73,7 +74,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                    by_stem=shards_of_stem))
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id, guard=job.guard, records=tallies,
+        run_id=job.run_id, guard=job.guard, records=tallies, stale=job.stale,
         max_bad_fraction=job.config.max_bad_fraction)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
@@ -92,6 +93,21 @@ def _read_tally(batch: docs.DocumentBatch):
     """(stem, RecordTally) of a batch's documents (or of the documents a reused item read)."""
     records = len(batch) if batch.mark is None else batch.mark.replayed_records
     return batch.stem, sink.RecordTally(records=records, stem=batch.stem, file=batch.path)
+
+
+class _Create(beam.PTransform):
+    """``beam.Create(values)`` without its type inference, which visits every value (about a
+    millisecond per work item or planned shard: 100,000 input files cost minutes before the
+    pipeline starts). The values travel pickled in the graph, as Create's do."""
+
+    def __init__(self, values):
+        super().__init__()
+        self._values = list(values)
+
+    def expand(self, pbegin):
+        return (pbegin | "Impulse" >> beam.Impulse()
+                | "Values" >> beam.FlatMap(lambda _, values: values, self._values)
+                .with_output_types(typehints.Any))
 
 
 def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):

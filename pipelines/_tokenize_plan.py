@@ -83,6 +83,9 @@ class Job:
     # the readers confirm they read those bytes (dataio/readers.py confirm_unchanged)
     stamps: dict[str, str] = dataclasses.field(default_factory=dict)
     guard: object = None  # dataio.lock.OutputGuard of the output's lease (Azure), else None
+    # shard -> final files of its name already in the output (other runs' counts), from the
+    # planner's one listing per folder: what its commit removes (dataio/manifest.py final_files)
+    stale: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def dtype(self) -> np.dtype:
@@ -334,9 +337,11 @@ def plan(options, *, checked: bool = False) -> Job:
         if records:
             refuse_other_layout(output, records, files, keys[0], level, overwrite=overwrite)
     # A record counts only if its files are there with the recorded sizes: checked against one
-    # listing of each folder the shards go to, not a request per file.
+    # listing of each folder the shards go to, not a request per file. The same listing names
+    # the files of older runs that each commit replaces (none is listed again per commit).
     sizes = manifest.listed_sizes(output, {os.path.dirname(n) for _, _, names, _ in planned
-                                           for n in names}) if records else {}
+                                           for n in names})
+    stale = manifest.final_files(sizes, (n for _, _, names, _ in planned for n in names))
 
     def states_of(f, fingerprint, names, resume_key):
         return {n: manifest.is_committed(output, n, fingerprint, resume_key=resume_key,
@@ -360,7 +365,8 @@ def plan(options, *, checked: bool = False) -> Job:
                                     resume_key=resume_key))
     return Job(options=options, output=io.output, spec=spec, config=config,
                tokenizer=description, files=files, shards=shards, folder=os.getcwd(),
-               stamps=stamps)
+               stamps=stamps, stale={s.shard: stale[s.shard] for s in shards
+                                     if not s.skip and s.shard in stale})
 
 
 def _names_of(f: readers.InputFile, keys, level: str, *, holdout: bool) -> list[str]:

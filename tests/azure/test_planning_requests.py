@@ -105,3 +105,32 @@ def test_a_nested_corpus_folder_is_read_recursively_from_one_listing(azurite, co
     mirrored = readers.discover([data + "/"], layout="mirror")
     assert [f.stem for f in mirrored][:2] == ["CC-MAIN-2024-10/000_00000",
                                               "CC-MAIN-2024-18/000_00000"]
+
+
+def test_a_fresh_run_clears_no_records_shard_by_shard(azurite, container, tmp_path,
+                                                      hf_tokenizer, monkeypatch):
+    """Before the run, the failure records and error files of the shards it writes are found by
+    one listing of each folder: 30 shards on a fresh output cost a few requests, not 2 each
+    (issue 24 part 2); a failure record there is still removed."""
+    import json
+
+    from dataio import manifest
+    from pipelines import tokenize
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(30):
+        (corpus / f"web_{i:02d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    output = azurite.url(container, "fresh")
+    argv = [f"--input={corpus}", f"--output={output}", "--tokenizer-type",
+            "HuggingFaceTokenizer", f"--tokenizer-model={hf_tokenizer}", "--append-eod"]
+    _, options, _ = tokenize.setup(argv)
+    fsutil.write_bytes_atomic(manifest.failure_record_path(output, "web_04_text_document"), b"{}")
+    job = tokenize.plan(options, checked=True)
+    assert len(job.to_process) == 30
+    before = len(azurite.settled_responses())
+    tokenize.prepare_output(job)
+    asked = len(azurite.settled_responses(before)) - before
+    assert asked <= 10, f"{asked} requests to clear the records of 30 shards"
+    assert not fsutil.exists(manifest.failure_record_path(output, "web_04_text_document"))

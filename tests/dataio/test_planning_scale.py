@@ -83,9 +83,12 @@ def test_plan_items_cuts_a_parquet_file_by_row_groups(tmp_path):
     path = str(tmp_path / "big.parquet")
     pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), path, row_group_size=2)
     (f,) = readers.discover([path])
-    items = readers.plan_items([f])
-    assert len(items) == 7  # 50 row groups, 8 per item
+    assert len(readers.plan_items([f])) == 1  # 50 small row groups: under --split-bytes
+    per_group = max(size for _, size in readers.parquet_row_groups(path))
+    items = readers.plan_items([f], split_bytes=8 * per_group)  # by bytes: 8 groups or more
+    assert 2 <= len(items) <= 7
     assert [g for i in items for g in i.row_groups] == list(range(50))
+    assert [i.first_row for i in items] == [2 * i.row_groups[0] for i in items]
 
 
 def test_plan_items_of_many_parquet_files_in_order_with_a_corrupt_one(tmp_path):
@@ -94,11 +97,14 @@ def test_plan_items_of_many_parquet_files_in_order_with_a_corrupt_one(tmp_path):
                        str(tmp_path / f"p{i:02d}.parquet"), row_group_size=1)
     (tmp_path / "p05.parquet").write_bytes(b"PAR1 short")
     files = readers.discover([str(tmp_path)])
-    items = readers.plan_items(files)
-    one_by_one = [i for f in files for i in readers.plan_items([f])]
+    per_group = max(size for _, size in readers.parquet_row_groups(str(tmp_path / "p11.parquet")))
+    items = readers.plan_items(files, split_bytes=8 * per_group)
+    one_by_one = [i for f in files for i in readers.plan_items([f], split_bytes=8 * per_group)]
     assert items == one_by_one
     assert [i.error != "" for i in items if i.stem == "p05"] == [True]
-    assert [len(i.row_groups) for i in items if i.stem == "p11"] == [8, 4]
+    assert [i.row_groups for i in items if i.stem == "p11"] == [tuple(range(8)),
+                                                                tuple(range(8, 12))]
+    assert [i.first_row for i in items if i.stem == "p11"] == [0, 8]
 
 
 def test_stem_and_format_are_computed_once_per_file():

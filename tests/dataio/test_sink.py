@@ -411,11 +411,12 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
     from dataio import azure
 
     fn = make(str(tmp_path), azure_storage_plan)
-    # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids)
+    # identifiers only (_guard: the output lock's OutputGuard, URL, run and lease ids;
+    # _stale: names of older shard files the plan found)
     assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard",
                              "_max_bad_fraction", "_run_id", "_committer"}
-    if hasattr(fn, "_committer"):  # the commit's identifiers: output, dtype, run id, guard
-        assert set(vars(fn._committer)) == {"_output", "_dtype", "_run_id", "_guard"}
+    if hasattr(fn, "_committer"):  # the commit's identifiers: output, dtype, run id, guard, stale
+        assert set(vars(fn._committer)) == {"_output", "_dtype", "_run_id", "_guard", "_stale"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure, "configure_worker", adopted.append)

@@ -1,0 +1,261 @@
+"""What many small inputs cost (issue 24 part 2): N one-line JSONL files against the same bytes in
+100 files, and one Parquet file of 20,000 one-row row groups against the same rows in 4 groups.
+
+    python bench/many_files.py [--sizes 1000,10000] [--workers 1,2] [--parquet-groups 20000]
+                               [--workdir DIR] [--code REPO] [--timeout 1800] [--dry-run]
+
+Every figure is the real command, ``python -m pipelines.tokenize`` in a subprocess (interpreter
+start and Beam's import included), with a byte-level BPE trained here on the generated text (no
+network). Each N is run twice: N files of one line each, and the reference: the same lines in
+100 files (so the same bytes, documents and tokens; what differs is only the number of files and
+shards). Columns, seconds of wall-clock time unless named:
+
+  plan      process start to the end of planning (the driver's ``workers:`` line): imports,
+            discovery, the commit records, fingerprints, clearing the shards' old records
+  run       planning done to the summary: Beam's import, read, tokenize, write the parts,
+            commit every shard (merge, commit record, older versions removed), metadata.json
+  exit      summary to exit (this run's temporaries removed, the lock released)
+  total     the whole process;  cpu: user + system seconds of it and its worker processes
+  rerun     the same command again: every shard committed, so planning alone (N records)
+  dry-run   ``--dry-run`` on a fresh output (the plan printed with per-file estimates)
+  RSS MB    peak RSS of the largest process of the run (the driver or a worker)
+  ms/file   (total - the reference's total) / N: what a file costs beyond its bytes
+            (target: at most 1 ms on local disk up to 100,000 files); cpu ms/file: the same of
+            the cpu seconds
+
+The growth exponent is the slope of log(total) against log(N) fitted over the sizes (1: linear;
+target at most 1.1); ``overhead exp.`` fits (total - reference) instead, the per-file cost alone.
+The machine's load moves wall-clock times (the cpu column is steadier): say so when quoting.
+
+``--code REPO`` runs another checkout's code (e.g. the commit before a change, for a before/after
+table) on the same corpora. Corpora and the tokenizer are kept in ``--workdir`` (reused when
+given); outputs are deleted after each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from pipelines import demo  # noqa: E402
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex "
+         "sphinx of black quartz judge my vow pack my box with five dozen liquor jugs").split()
+REFERENCE_FILES = 100
+
+
+def line(rng: random.Random) -> str:
+    return json.dumps({"text": " ".join(rng.choice(WORDS) for _ in range(14))}) + "\n"
+
+
+def make_files(folder: str, n: int, *, files: int) -> str:
+    """``n`` one-line documents in ``files`` files (n // files lines each), the same lines
+    whatever ``files`` is; kept when already there."""
+    done = os.path.join(folder, ".complete")
+    if os.path.exists(done):
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    rng = random.Random(n)
+    lines = [line(rng) for _ in range(n)]
+    per = n // files
+    for k in range(files):
+        with open(os.path.join(folder, f"doc_{k:06d}.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(lines[k * per:(k + 1) * per] if k < files - 1 else lines[k * per:])
+    open(done, "w").close()
+    return folder
+
+
+def make_parquet(folder: str, rows: int, *, groups: int) -> str:
+    done = os.path.join(folder, ".complete")
+    if os.path.exists(done):
+        return folder
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    rng = random.Random(rows)
+    texts = [json.loads(line(rng))["text"] for _ in range(rows)]
+    pq.write_table(pa.table({"text": texts}), os.path.join(folder, "rows.parquet"),
+                   row_group_size=max(1, rows // groups))
+    open(done, "w").close()
+    return folder
+
+
+def run(code: str, inp: str, out: str, tok: str, *, workers: int, extra=(), timeout: float
+        ) -> dict:
+    """One ``python -m pipelines.tokenize``: its phases (see the module docstring), cpu and
+    peak RSS."""
+    cmd = [sys.executable, "-m", "pipelines.tokenize", "--input", inp, "--output", out,
+           "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tok, "--append-eod",
+           "--log-interval", "0", "--workers", str(workers), *extra]
+    env = {**os.environ, "PYTHONPATH": code}
+    marks: dict[str, float] = {}
+    tail: list[str] = []
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=code, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+
+    def watch(stream):
+        for text in stream:
+            now = time.monotonic() - start
+            if text.startswith("workers:") or " workers: " in text[:40]:
+                marks.setdefault("planned", now)
+            elif text.startswith("summary"):
+                marks.setdefault("summary", now)
+            tail.append(text)
+            del tail[:-20]
+
+    readers = [threading.Thread(target=watch, args=(s,), daemon=True)
+               for s in (proc.stdout, proc.stderr)]
+    for t in readers:
+        t.start()
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    total = time.monotonic() - start
+    for t in readers:
+        t.join()
+    code_ = os.waitstatus_to_exitcode(status)
+    if code_ != 0:
+        return {"error": f"exit {code_}" + (" (timed out)" if total >= timeout else "") +
+                ": " + "".join(tail[-3:]).strip()[-300:]}
+    planned = marks.get("planned", marks.get("summary", total))
+    summary = marks.get("summary", total)
+    return {"plan": planned, "run": summary - planned, "exit": total - summary, "total": total,
+            "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
+
+
+def _brief(result: dict) -> str:
+    """One run's figures as the progress lines on stderr show them (so a long run that is cut
+    off leaves what it measured)."""
+    if "error" in result:
+        return result["error"]
+    return ", ".join(f"{k} {v:.1f}" for k, v in result.items() if isinstance(v, float))
+
+
+def slope(xs, ys) -> float | None:
+    """Least-squares slope of log(y) on log(x); None with fewer than 2 usable points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if y and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def fmt(value, spec=".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1000,10000",
+                        help="numbers of files, comma separated (100000 runs too: minutes)")
+    parser.add_argument("--workers", default="1,2", help="--workers values, comma separated")
+    parser.add_argument("--parquet-groups", type=int, default=20000,
+                        help="one-row row groups of the Parquet file (0: no Parquet row)")
+    parser.add_argument("--workdir", default=None, help="corpora kept here (default: a temp dir)")
+    parser.add_argument("--code", default=ROOT, help="the checkout whose code runs")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--no-rerun", action="store_true", help="leave out the rerun column")
+    parser.add_argument("--dry-run", action="store_true", help="add the --dry-run column")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    workers = [int(w) for w in args.workers.split(",") if w]
+    work = args.workdir or tempfile.mkdtemp(prefix="tokenbeam-many-files-")
+    os.makedirs(work, exist_ok=True)
+    tok = os.path.join(work, "bpe")
+    if not os.path.exists(os.path.join(tok, "tokenizer.json")):
+        rng = random.Random(0)
+        demo.train_bpe([json.loads(line(rng))["text"] for _ in range(2000)], tok, vocab_size=400)
+    print(f"code: {args.code}; cores: {os.cpu_count()}; load average: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; one run each", flush=True)
+
+    cases = []  # (label, n, input, reference input)
+    for n in sizes:
+        cases.append((f"{n} files", n, make_files(os.path.join(work, f"files_{n}"), n, files=n),
+                      make_files(os.path.join(work, f"ref_{n}"), n, files=min(n, REFERENCE_FILES))))
+    if args.parquet_groups:
+        g = args.parquet_groups
+        cases.append((f"parquet {g} groups", None,
+                      make_parquet(os.path.join(work, f"pq_{g}"), g, groups=g),
+                      make_parquet(os.path.join(work, f"pq_{g}_ref"), g, groups=4)))
+
+    header = (f"{'case':<22} {'w':>2} {'plan':>7} {'run':>7} {'exit':>6} {'total':>7} {'cpu':>7} "
+              f"{'rerun':>7} {'dry-run':>7} {'RSS MB':>7} | {'ref total':>9} {'ref cpu':>7} "
+              f"{'ms/file':>7} {'cpu ms/file':>11}")
+    rows = []
+    for w in workers:
+        for label, n, inp, ref in cases:
+            out = os.path.join(work, "out")
+            results = {}
+            for kind, folder in (("many", inp), ("ref", ref)):
+                shutil.rmtree(out, ignore_errors=True)
+                results[kind] = run(args.code, folder, out, tok, workers=w, timeout=args.timeout)
+                print(f"  ({label}, --workers {w}, {kind}: {_brief(results[kind])})",
+                      file=sys.stderr, flush=True)
+                if kind == "many" and "error" not in results[kind] and not args.no_rerun:
+                    again = run(args.code, folder, out, tok, workers=w, timeout=args.timeout)
+                    results[kind]["rerun"] = again.get("total")
+                    print(f"  ({label}, --workers {w}, rerun: {_brief(again)})",
+                          file=sys.stderr, flush=True)
+                if kind == "many" and args.dry_run:
+                    shutil.rmtree(out, ignore_errors=True)
+                    dry = run(args.code, folder, out, tok, workers=w, extra=["--dry-run"],
+                              timeout=args.timeout)
+                    results[kind]["dry"] = dry.get("total")
+            shutil.rmtree(out, ignore_errors=True)
+            many, reference = results["many"], results["ref"]
+            rows.append((label, n, w, many, reference))
+            if "error" in many or "error" in reference:
+                print(f"{label:<22} {w:>2} failed: {many.get('error') or reference.get('error')}",
+                      flush=True)
+                continue
+            units = n or args.parquet_groups
+            per_file = (many["total"] - reference["total"]) / units * 1000
+            cpu_per_file = (many["cpu"] - reference["cpu"]) / units * 1000
+            if not rows[:-1]:
+                print(header)
+            print(f"{label:<22} {w:>2} {many['plan']:>7.1f} {many['run']:>7.1f} "
+                  f"{many['exit']:>6.1f} {many['total']:>7.1f} {many['cpu']:>7.1f} "
+                  f"{fmt(many.get('rerun')):>7} {fmt(many.get('dry')):>7} {many['rss']:>7.0f} | "
+                  f"{reference['total']:>9.1f} {reference['cpu']:>7.1f} {per_file:>7.2f} "
+                  f"{cpu_per_file:>11.2f}",
+                  flush=True)
+    print()
+    for w in workers:
+        done = [(n, m, r) for label, n, ww, m, r in rows
+                if ww == w and n and "error" not in m and "error" not in r]
+        if len(done) < 2:
+            continue
+        xs = [n for n, _, _ in done]
+        print(f"--workers {w}: growth exponent over {', '.join(map(str, xs))} files: "
+              f"total {fmt(slope(xs, [m['total'] for _, m, _ in done]), '.2f')}, "
+              f"cpu {fmt(slope(xs, [m['cpu'] for _, m, _ in done]), '.2f')}, "
+              f"plan {fmt(slope(xs, [m['plan'] for _, m, _ in done]), '.2f')}, "
+              f"run {fmt(slope(xs, [m['run'] for _, m, _ in done]), '.2f')}, "
+              f"overhead exp. {fmt(slope(xs, [m['total'] - r['total'] for _, m, r in done]), '.2f')}"
+              " (target: at most 1.1)")
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
