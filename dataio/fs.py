@@ -366,9 +366,11 @@ def read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def write_bytes_atomic(path: str, data: bytes) -> None:
+def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
     """Write a small file so that readers see the old content or all of ``data``, never a part:
     the one atomic small write of tokenbeam (commit records, metadata, caches, reports).
+    ``durable=False`` skips the fsync (a few ms on a busy disk): for files whose loss in a power
+    cut costs only redone work, never a wrong answer (dataio/parts.py item records).
 
     Local: a uniquely named temporary beside it (``.NAME.inprogress-*``, which
     :func:`remove_temporaries` recognises should a crash leave it), created exclusively, fsync,
@@ -384,7 +386,8 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             os.replace(tmp, local)
         except BaseException:
             if os.path.exists(tmp):

@@ -80,8 +80,12 @@ def part_prefix(output: str, folder: str, key: str, shard: str, batch: int) -> s
 
 
 def write_record(output: str, folder: str, key: str, record: dict) -> None:
+    """Atomically, but not fsynced (nor are parts): a power cut may lose a record, and then the
+    item is redone; a record whose parts did not survive whole is not used (the reader checks
+    their sizes), so the cost of a crash is work, never a wrong shard."""
     fsutil.write_bytes_atomic(record_path(output, folder, key),
-                              json.dumps(record, ensure_ascii=False).encode("utf-8"))
+                              json.dumps(record, ensure_ascii=False).encode("utf-8"),
+                              durable=False)
 
 
 def read_record(output: str, folder: str, key: str) -> dict | None:
