@@ -373,6 +373,8 @@ class _WritePartFn(beam.DoFn):
                                         where=f"{unit} {first['line']}")
         if too_many_bad(tally, self._max_bad_fraction, output=self._output):
             return
+        reading = workers.last_note()  # the item this worker reads meanwhile (the tokenize
+        # step runs one batch behind the reader), noted again once the commit is done
         workers.note_work(f"committing the shards of {naming.printable(mark.path)}")
         if reports:
             self._committer.still_ours()
@@ -391,6 +393,8 @@ class _WritePartFn(beam.DoFn):
         faults.checkpoint("sink.stem_committed")
         if plan.items == 1:  # (several: another worker may be committing them too)
             parts.remove_folder(self._output, plan.folder)
+        if reading:
+            workers.note_work(reading)
 
 
 class _FinalizeShardFn(beam.DoFn):

@@ -103,9 +103,18 @@ def guard_worker() -> bool:
     return True
 
 
+_noted: list[str] = []  # this process's last note
+
+
+def last_note() -> str | None:
+    """What this process noted last (to note it again after an aside, e.g. a commit)."""
+    return _noted[-1] if _noted else None
+
+
 def note_work(what: str) -> None:
     """In a local worker: ``what`` is the work item it starts on (e.g. ``reading a.jsonl bytes
     0-1000``), for the driver's message should the worker die. A no-op elsewhere."""
+    _noted[:] = [what]
     folder = os.environ.get(NOTES_ENV)
     if not folder:
         return

@@ -228,7 +228,7 @@ def test_killed_worker_ends_the_job_with_one_line(setup, picks, index, tmp_path)
             assert int(found.group(1)) == victim, f"{where}: {lines[0]}"
         if point == "sink.part_written":
             assert found.group(3) == "reading", f"{where}: {lines[0]}"
-        elif point in ("sink.before_commit_record", "sink.before_cleanup"):
+        elif point in ("sink.before_commit_record", "sink.before_cleanup", "sink.stem_committed"):
             assert found.group(3) == "committing", f"{where}: {lines[0]}"
     print(f"\n{where}: {'finished first' if status == 0 else _user_lines(stderr)[0]}")
     # nothing half-done looks committed: every final-named shard is the clean run's

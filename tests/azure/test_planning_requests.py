@@ -132,5 +132,6 @@ def test_a_fresh_run_clears_no_records_shard_by_shard(azurite, container, tmp_pa
     before = len(azurite.settled_responses())
     tokenize.prepare_output(job)
     asked = len(azurite.settled_responses(before)) - before
-    assert asked <= 10, f"{asked} requests to clear the records of 30 shards"
+    # a listing of each control folder (and of _parts/, the kept work items): not per shard
+    assert asked <= 12, f"{asked} requests to clear the records of 30 shards"
     assert not fsutil.exists(manifest.failure_record_path(output, "web_04_text_document"))
