@@ -542,6 +542,8 @@ def _timing(what: str, seconds: float, detail: str) -> None:
 
 def _read_metadata(output: str) -> dict:
     path = fsutil.join(output, "metadata.json")
+    fs, inner = fsutil.filesystem_and_path(output)
+    fs.invalidate_cache(inner)  # the batch wrote it: what this process listed before is stale
     try:
         return json.loads(fsutil.read_bytes(path)) if fsutil.exists(path) else {}
     except ValueError:

@@ -186,9 +186,9 @@ def test_cancel_mid_run_then_resubmit(spark_cluster, corpus_dir, hf_tokenizer, t
     batch = re.search(r"submitted batch (\S+) to", proc.stdout).group(1)
     run_dirs = os.path.join(out, "_temporary")
     deadline = time.monotonic() + 600
-    # {run id}/{shard}/{item}-{batch}.bin: the executors are writing token parts
-    while not any(name.endswith(".bin") for _base, _dirs, files in os.walk(run_dirs)
-                  for name in files):
+    # _parts/{input}/{item}/{shard}-{batch}.bin: the executors are writing token parts
+    while not any(name.endswith(".bin") for _base, _dirs, files in
+                  os.walk(os.path.join(out, "_parts")) for name in files):
         assert time.monotonic() < deadline, _livy(spark_cluster, "status", batch).stdout
         assert not os.path.exists(os.path.join(out, "_commits", "part11_text_sentence.json")), \
             "the batch finished before it was cancelled"
@@ -213,7 +213,7 @@ def test_cancel_mid_run_then_resubmit(spark_cluster, corpus_dir, hf_tokenizer, t
     assert skipped == committed   # the committed shards, and only those, are skipped
     assert shards(out) == shards(clean)
     assert _errors(out) == _errors(clean)
-    assert not os.path.exists(run_dirs)
+    assert not os.path.exists(run_dirs) and not os.path.exists(os.path.join(out, "_parts"))
 
 
 def test_relative_paths_are_refused_before_anything_is_built(tmp_path, corpus_dir, hf_tokenizer):
