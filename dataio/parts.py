@@ -135,6 +135,12 @@ def remove_stems(output: str, stems: Iterable[str], existing: Iterable[str]) -> 
             fsutil.remove_tree(fsutil.join(root(output), name))
 
 
+def unplanned(existing: Iterable[str], stems: Iterable[str]) -> list[str]:
+    """The parts folders (of ``existing``) of none of ``stems``."""
+    hashes = {_hash(stem) for stem in stems}
+    return [name for name in existing if name.split("-", 1)[0] not in hashes]
+
+
 def remove_folder(output: str, folder: str) -> None:
     fsutil.remove_tree(fsutil.join(root(output), folder))
 

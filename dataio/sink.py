@@ -278,6 +278,7 @@ class _WritePartFn(beam.DoFn):
     def setup(self):
         if self._storage is not None:
             self._storage.apply()
+        self._done_keys: dict[str, set[str]] = {}  # stem folder -> its items known done
         self.start_bundle()
 
     def start_bundle(self):
@@ -321,15 +322,27 @@ class _WritePartFn(beam.DoFn):
                 yield shard, (info, (info.counts, num_bytes, num_bytes))
         records = {mark.key: record}
         if plan.items > 1:
-            # the stem's other items, as the records of the run(s) that finished them say
-            listed = fsutil.file_sizes(fsutil.join(parts.root(self._output), plan.folder))
-            if not all(key + ".json" in listed for key in plan.keys):
+            if not self._all_done(plan, mark.key):
                 return  # not all done yet: the worker of the last one commits
+            # the stem's other items, as the records of the run(s) that finished them say
             records.update({key: parts.read_record(self._output, plan.folder, key)
                             for key in plan.keys if key != mark.key})
             if any(r is None for r in records.values()):
                 return
         self._commit_stem(mark, [records[key] for key in plan.keys or [mark.key]])
+
+    def _all_done(self, plan, key: str) -> bool:
+        """Whether every item of a stem of several has its record. Each record this worker has
+        seen is remembered and the others asked in order up to the first missing, so a stem of
+        K items costs O(K) requests per worker, not a listing of K entries per item."""
+        seen = self._done_keys.setdefault(plan.folder, set())
+        seen.add(key)
+        for other in plan.keys:
+            if other not in seen:
+                if not fsutil.exists(parts.record_path(self._output, plan.folder, other)):
+                    return False
+                seen.add(other)
+        return True
 
     def _parts_of(self, plan, key: str, record: dict) -> list:
         """(shard, PartInfo, input bytes) of each part an item record names."""

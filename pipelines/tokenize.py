@@ -240,6 +240,13 @@ def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> No
         written = {r.shard for r in results if not r.failed}
         not_done = {s.stem for s in job.shards if not s.skip and s.shard not in written}
         parts.remove_stems(job.output, {s.stem for s in job.shards} - not_done, kept)
+        others = parts.unplanned(kept, [s.stem for s in job.shards])
+        if others:
+            # Not ours to remove: another --input into this output may be resumed with them.
+            _LOG.info("note: %s holds the finished work items of %d input(s) this run did not "
+                      "plan (a run cut short with other --input, or an input renamed or removed "
+                      "since); rerun that command to use them, or delete their folders",
+                      parts.root(job.output), len(others))
     _remove_if_empty(parts.root(job.output))
 
 
@@ -417,7 +424,7 @@ def what_is_kept(job: Job) -> str:
         return "the shards and items finished so far are kept"
     share = f"{kept / total:.0%}" if total else "all"
     return (f"{len(committed)} of {len(job.to_process)} shards committed, {share} of the "
-            "input done is kept")
+            "input's bytes tokenized and kept")
 
 
 def _remove_own_temporaries(output: str, run_id: str, *, guard, failed: bool) -> None:

@@ -177,7 +177,7 @@ def test_an_interrupt_says_what_is_kept(setup, tmp_path):
     line = [x for x in stderr.splitlines() if x.startswith("interrupted")]
     assert len(line) == 1, stderr
     found = re.fullmatch(r"interrupted \(SIGINT\): (\d+) of (\d+) shards committed, (\d+)% of "
-                         r"the input done is kept; rerun the same command to resume", line[0])
+                         r"the input's bytes tokenized and kept; rerun the same command to resume", line[0])
     assert found, line[0]
     committed, planned, share = map(int, found.groups())
     assert planned == 6 and committed == len(_records(output)) and 0 < share < 100
@@ -193,3 +193,25 @@ def _wait_stopped(pid: int, timeout: float = 120.0) -> None:
                 return
         time.sleep(0.02)
     raise AssertionError("the job never reached its pause")
+
+
+def test_parts_of_an_input_no_longer_planned_are_left_with_a_note(setup, tmp_path):
+    """An input renamed since the kill (here: a file of the same name added in another folder,
+    so both are named by their folder): its old kept items are not this run's to remove (another
+    --input into this output could still use them); the run says so in one line."""
+    s, _ = setup
+    corpus = tmp_path / "nest"
+    (corpus / "A").mkdir(parents=True)
+    source = os.path.join(s.corpus, sorted(os.listdir(s.corpus))[0])
+    with open(source, "rb") as f:
+        (corpus / "A" / "x.jsonl").write_bytes(f.read())
+    output = str(tmp_path / "out")
+    cmd = fi.job_command(str(corpus), output, s.tokenizer) + SPLIT
+    status, err = fi.run(cmd, env=fi._env(**{faults.FAULT_ENV: "sink.item_recorded:2"}))
+    assert status == -signal.SIGKILL, err
+    (corpus / "B").mkdir()
+    (corpus / "B" / "x.jsonl").write_bytes((corpus / "A" / "x.jsonl").read_bytes())
+    status, err = fi.run(cmd, env=fi._env())
+    assert status == 0, err
+    assert "holds the finished work items of 1 input(s) this run did not plan" in err, err
+    assert len(parts.folders(output)) == 1

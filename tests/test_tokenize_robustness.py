@@ -210,7 +210,7 @@ def test_interrupt_is_one_line_and_the_rerun_resumes(big_input, hf_tokenizer, tm
     (line,) = one_line_error(err)
     # what is kept: the shards committed and the share of the input done (issue 24)
     assert re.fullmatch(rf"interrupted \({name}\): \d+ of 24 shards committed, \d+% of the "
-                        r"input done is kept; rerun the same command to resume", line), line
+                        r"input's bytes tokenized and kept; rerun the same command to resume", line), line
     assert not (out / "_lock").exists()
     status, _, err = run_cli(big_input, out, hf_tokenizer)
     assert status == 0, err
