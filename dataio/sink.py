@@ -311,6 +311,14 @@ class _WritePartFn(beam.DoFn):
             record = self._item_record(mark, self._written.pop((plan.folder, mark.key), []))
             if not mark.keepable:
                 return  # too many bad records to keep: the item is redone on a rerun
+            if plan.items == 1:
+                # An input of one item commits now; its record is kept only where it does not
+                # (too many bad records: a rerun with another --max-bad-fraction reuses it). A
+                # kill before the commit loses this one item, the one a worker has in flight.
+                faults.checkpoint("sink.item_recorded")
+                if not self._commit_stem(mark, [record]):
+                    parts.write_record(self._output, plan.folder, mark.key, record)
+                return
             # every part of the item is written: from now on it is done, whatever happens
             parts.write_record(self._output, plan.folder, mark.key, record)
             faults.checkpoint("sink.item_recorded")
@@ -367,7 +375,7 @@ class _WritePartFn(beam.DoFn):
                            + 8 * (info.counts.documents + 1)}
                           for shard, info, num_bytes in written]}
 
-    def _commit_stem(self, mark, records: list[dict]) -> None:
+    def _commit_stem(self, mark, records: list[dict]) -> bool:
         """Commit every shard of a stem whose items are all done (``records``: their item
         records), its bad records listed first; unless its records are too often bad (the last
         step fails its shards then). Items recorded by another run count as reused. Two workers
@@ -385,7 +393,7 @@ class _WritePartFn(beam.DoFn):
             tally = dataclasses.replace(tally, offset=first["offset"], reason=first["reason"],
                                         where=f"{unit} {first['line']}")
         if too_many_bad(tally, self._max_bad_fraction, output=self._output):
-            return
+            return False
         reading = workers.last_note()  # the item this worker reads meanwhile (the tokenize
         # step runs one batch behind the reader), noted again once the commit is done
         workers.note_work(f"committing the shards of {naming.printable(mark.path)}")
@@ -408,6 +416,7 @@ class _WritePartFn(beam.DoFn):
             parts.remove_folder(self._output, plan.folder)
         if reading:
             workers.note_work(reading)
+        return True
 
 
 class _FinalizeShardFn(beam.DoFn):
