@@ -376,11 +376,8 @@ class SparkLivy:
                     "HDINSIGHT_PASSWORD": uuid.uuid4().hex}
 
     def _spark(self, command: str, *argv, timeout=1800):
-        cmd = [PYTHON, "-m", "runners.spark", command, "--config",
-               "runners/spark_hdinsight.yaml", "--set", f"livy_url={self.cluster.livy_url}",
-               "--set", "poll_interval=1", *argv]
-        return self.cluster.run(cmd, capture_output=True, text=True, cwd=ROOT, env=self.env,
-                                timeout=timeout)
+        return self.cluster.launcher(PYTHON, command, *argv, cwd=ROOT, env=self.env,
+                                     timeout=timeout)
 
     def _submit(self, args, *, wait: bool):
         sets = {"staging_dir": os.path.join(self.scratch, "staging"), "python_env": PYTHON_ENV,

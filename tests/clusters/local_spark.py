@@ -128,6 +128,15 @@ class LocalSpark:
         kwargs.setdefault("env", self.env())
         return subprocess.run(self._prefix() + list(argv), **kwargs)
 
+    def launcher(self, python: str, command: str, *argv: str, cwd: str, env: dict,
+                 timeout: float) -> subprocess.CompletedProcess:
+        """``python -m runners.spark COMMAND`` against this cluster's Livy (HDInsight's config,
+        polling every second), in its namespace; output captured as text."""
+        cmd = [python, "-m", "runners.spark", command, "--config",
+               "runners/spark_hdinsight.yaml", "--set", f"livy_url={self.livy_url}",
+               "--set", "poll_interval=1", *argv]
+        return self.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
     def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
         kwargs.setdefault("env", self.env())
         return subprocess.Popen(self._prefix() + list(argv), **kwargs)

@@ -234,11 +234,8 @@ class SparkLivy:
         self.env = {**cluster.env(), "HDINSIGHT_USERNAME": "admin", "HDINSIGHT_PASSWORD": SECRET}
 
     def _spark(self, command: str, *argv, timeout=300):
-        cmd = [PYTHON, "-m", "runners.spark", command, "--config",
-               "runners/spark_hdinsight.yaml", "--set", f"livy_url={self.cluster.livy_url}",
-               "--set", "poll_interval=1", *argv]
-        return self.cluster.run(cmd, capture_output=True, text=True, cwd=ROOT, env=self.env,
-                                timeout=timeout)
+        return self.cluster.launcher(PYTHON, command, *argv, cwd=ROOT, env=self.env,
+                                     timeout=timeout)
 
     def _submit(self, args, *, wait: bool):
         shared = self.cluster.shared_dir
