@@ -492,6 +492,8 @@ def main(argv=None) -> int:
     names = [n.strip() for n in opts.runners.split(",") if n.strip()]
     asked = [_kind(k) for k in opts.kinds.split(",")] if opts.kinds else []
     points = [int(p) for p in opts.points.split(",")]
+    if opts.dir:
+        os.makedirs(opts.dir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="tokenbeam-bench-", dir=opts.dir)
     rows, refused = [], []
     try:
