@@ -83,6 +83,7 @@ class Job:
     # the readers confirm they read those bytes (dataio/readers.py confirm_unchanged)
     stamps: dict[str, str] = dataclasses.field(default_factory=dict)
     guard: object = None  # dataio.lock.OutputGuard of the output's lease (Azure), else None
+    _items: list | None = dataclasses.field(default=None, repr=False, compare=False)
     # shard -> final files of its name already in the output (other runs' counts), from the
     # planner's one listing per folder: what its commit removes (dataio/manifest.py final_files)
     stale: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
@@ -100,10 +101,14 @@ class Job:
         return {(s.stem, s.key, s.holdout): s.shard for s in self.to_process}
 
     def items(self) -> list[readers.WorkItem]:
-        stems = {s.stem for s in self.to_process}
-        files = [f for f in self.files if f.stem in stems]
-        return readers.plan_items(files, split_bytes=opts.flags(self.options).split_bytes,
-                                  stamps=self.stamps)
+        """The work items of the shards to write, cut once (a Parquet file's are planned from
+        its footer: read once per run, not once per caller)."""
+        if self._items is None:
+            stems = {s.stem for s in self.to_process}
+            files = [f for f in self.files if f.stem in stems]
+            self._items = readers.plan_items(
+                files, split_bytes=opts.flags(self.options).split_bytes, stamps=self.stamps)
+        return list(self._items)
 
     def stem_plans(self, items: list[readers.WorkItem] | None = None,
                    done: dict[str, set[str]] | None = None) -> dict[str, parts.StemPlan]:
