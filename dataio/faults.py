@@ -110,11 +110,15 @@ def checkpoint(name: str) -> None:
 
 
 def _append(path: str, data: bytes) -> int:
-    """Append ``data`` to ``path``; returns the file's size just after."""
+    """Append ``data`` to ``path``; returns the file's size just after this write (other
+    processes' appends after it not counted)."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)
-        return os.fstat(fd).st_size
+        # The offset O_APPEND left this descriptor at is set with the write, atomically; the
+        # file's size (fstat) may already include another process's append, so two processes
+        # could both see 2 and neither the 1 that should kill.
+        return os.lseek(fd, 0, os.SEEK_CUR)
     finally:
         os.close(fd)
 
