@@ -20,6 +20,10 @@ setup(
         "pyarrow>=16,<26",
         "fsspec>=2025.1",
         "tokenizers>=0.21,<0.24",
+        # HuggingFace folders load as Megatron loads them (AutoTokenizer.from_pretrained applies
+        # tokenizer_config.json and special_tokens_map.json); 5.x is what megatron-core 0.16.1
+        # runs with, and its tokenizer classes changed between majors: stay on the major we test.
+        "transformers>=5.24,<6",
         "sentencepiece>=0.2.0,<0.3",
         "tiktoken>=0.7,<1",
         "zstandard>=0.23,<1",
