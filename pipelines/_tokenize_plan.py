@@ -192,12 +192,13 @@ def check_segmentation(seg) -> None:
         return
     from transforms import sentences
 
+    choice = seg.sentence_splitter_choice()
     try:
-        sentences.check_splitter_options(splitter=seg.sentence_splitter, lang=seg.lang)
-        sentences.make_splitter(splitter=seg.sentence_splitter, lang=seg.lang,
+        sentences.make_splitter(splitter=choice.name, lang=seg.lang,
                                 keep_newlines=seg.keep_newlines)
     except (ValueError, sentences.SplitterUnavailableError) as exc:
         raise opts.OptionsError(str(exc)) from None
+    _LOG.info("%s", choice.line)
 
 
 def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
@@ -438,7 +439,9 @@ def tokenize_config(flags, *, dtype: str) -> TokenizeConfig:
                           level="sentence" if flags.split_sentences else "document",
                           append_eod=flags.append_eod, skip_empty=flags.skip_empty,
                           holdout_fraction=flags.holdout_fraction, id_key=flags.id_key,
-                          splitter=flags.sentence_splitter, lang=flags.lang,
+                          splitter=(flags.sentence_splitter_choice().name
+                                    if flags.split_sentences else flags.sentence_splitter),
+                          lang=flags.lang,
                           keep_newlines=flags.keep_newlines, dtype=dtype,
                           log_interval=flags.log_interval,
                           max_bad_fraction=flags.max_bad_fraction)

@@ -1,11 +1,16 @@
 """``python -m pipelines.merge --input GLOB --output PREFIX``: one Megatron dataset from many.
 
 Concatenates Megatron datasets, streaming (:func:`dataio.indexed.merge`: the ``.bin`` is copied
-in chunks and the index arrays are spilled, so memory does not grow with the data).
+in chunks and the index arrays are spilled, so memory does not grow with the data). On the same
+inputs the files are byte-identical to Megatron-LM's ``tools/merge_datasets.py``
+(tests/data/megatron_merge/), whose flags are accepted too: ``--output-prefix P`` writes exactly
+``P.bin/.idx`` (as ``--output P --no-counts``); ``--multimodal`` is refused (text datasets only).
 
-- Order: the matched datasets in natural order of their full paths (``split_2`` before
-  ``split_10``; with zero-padded numbers that is plain sorted order), each dataset once, so the
-  same inputs always give the same bytes.
+- Order: Megatron's, the matched datasets sorted by their full paths as plain strings (Python's
+  ``sorted()``: ``split_10`` before ``split_2``; within one folder that is merge_datasets.py's
+  order of the names), or with ``--natural-order`` in natural order (``split_2`` before
+  ``split_10``); with zero-padded numbers the two agree. Each dataset once, so the same inputs
+  always give the same bytes.
 - Before anything is written: every input's header is read, the dtypes must agree (else nothing
   is written and the differing files are named), the counts are summed, and the output must not
   exist (``--overwrite`` replaces it) nor be one of the inputs under any spelling
@@ -83,11 +88,17 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
     return final, total
 
 
+def merge_order(prefixes: list[str], *, natural: bool = False) -> list[str]:
+    """The order the datasets are concatenated in: Megatron's plain ``sorted()`` (default), or
+    natural order (numbers compared as numbers)."""
+    return sorted(prefixes, key=natural_key if natural else None)
+
+
 def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = True,
-                   overwrite: bool = False) -> tuple[str, indexed.Counts]:
-    """Merge ``prefixes`` (in natural order) into ``output``; returns the final prefix and its
-    counts."""
-    ordered = dataset.unique_datasets(sorted(prefixes, key=natural_key))
+                   overwrite: bool = False, natural: bool = False) -> tuple[str, indexed.Counts]:
+    """Merge ``prefixes`` (in :func:`merge_order`) into ``output``; returns the final prefix and
+    its counts."""
+    ordered = dataset.unique_datasets(merge_order(prefixes, natural=natural))
     final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
                               overwrite=overwrite)
     header = indexed.merge(ordered, final)
@@ -103,11 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", action="append", required=True, metavar="GLOB",
                         help="datasets: glob, folder, .bin/.idx file or prefix; repeatable")
-    parser.add_argument("--output", required=True, metavar="PREFIX",
+    output = parser.add_mutually_exclusive_group(required=True)
+    output.add_argument("--output", metavar="PREFIX",
                         help="output prefix (local or URL); counts are appended unless it "
                              "already ends in them")
+    output.add_argument("--output-prefix", metavar="PREFIX",
+                        help="Megatron's spelling: write exactly PREFIX.bin/.idx (as --output "
+                             "PREFIX --no-counts)")
     parser.add_argument("--no-counts", action="store_true",
                         help="write exactly PREFIX, without _dc=_sc=_tc=")
+    parser.add_argument("--natural-order", action="store_true",
+                        help="merge in natural order of the paths (split_2 before split_10) "
+                             "instead of Megatron's sorted() order (split_10 before split_2)")
+    parser.add_argument("--multimodal", action="store_true",
+                        help="Megatron's flag for multimodal datasets: refused (text datasets "
+                             "only; use Megatron's tools/merge_datasets.py --multimodal)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output")
     return parser
 
@@ -118,11 +139,17 @@ def run(argv=None) -> int:
 
 def _run(argv) -> int:
     args = build_parser().parse_args(argv)
-    output = indexed.prefix_of(args.output)
+    if args.multimodal:
+        raise errors.ConfigError("--multimodal: tokenbeam merges text datasets only (its index "
+                                 "has no modes array); merge multimodal datasets with "
+                                 "Megatron-LM's tools/merge_datasets.py --multimodal")
+    # Megatron writes PREFIX + .bin/.idx whatever PREFIX ends in; --output drops a .bin/.idx
+    output = args.output_prefix or indexed.prefix_of(args.output)
+    counts_in_name = not (args.no_counts or args.output_prefix)
     prefixes = dataset.find_datasets(args.input)
     try:
-        final, total = merge_datasets(prefixes, output, counts_in_name=not args.no_counts,
-                                      overwrite=args.overwrite)
+        final, total = merge_datasets(prefixes, output, counts_in_name=counts_in_name,
+                                      overwrite=args.overwrite, natural=args.natural_order)
     except FileNotFoundError as exc:  # an input removed after it was found
         raise MergeError(str(exc)) from None
     print(f"merged {len(prefixes)} datasets -> {naming.printable(final)} "

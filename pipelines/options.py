@@ -25,6 +25,7 @@ import argparse
 
 from dataio import errors, log
 from dataio import workers as local_workers
+from transforms import sentences
 from transforms import tokenizer as tk
 
 
@@ -195,7 +196,10 @@ class SegmentationFlags:
         parser.add_argument("--keep-newlines", action="store_true",
                             help="keep newlines in sentence text (Megatron's flag)")
         parser.add_argument("--sentence-splitter", default="auto",
-                            help="sentence splitter (see README); nltk = Megatron's punkt splitting")
+                            help="auto (default): Megatron's NLTK punkt where its data for --lang "
+                                 "is installed (NLTK_DATA), else sentencex; the run says which "
+                                 "in one line. nltk: Megatron's punkt splitting; sentencex: "
+                                 "offline, no data files (see README)")
         parser.add_argument("--lang", default="english",
                             help="language for sentence splitting (NLTK name or ISO code)")
         parser.add_argument("--skip-empty", action="store_true",
@@ -210,6 +214,14 @@ class SegmentationFlags:
     def validate(self) -> None:
         if not 0.0 <= self.holdout_fraction < 1.0:
             raise OptionsError("--holdout-fraction must be in [0, 1), e.g. 0.001")
+
+    def sentence_splitter_choice(self) -> sentences.SplitterChoice:
+        """The splitter this run uses, ``auto`` decided here on the driver (never on a worker):
+        its ``name`` is what the workers and the resume key get, its ``line`` is printed once."""
+        try:
+            return sentences.choose_splitter(splitter=self.sentence_splitter, lang=self.lang)
+        except ValueError as exc:
+            raise OptionsError(str(exc)) from None
 
 
 class RunFlags:

@@ -10,13 +10,17 @@ from megatron_reference import read_pair
 from dataio import dataset, indexed
 from pipelines import merge, tokenize
 
-PARTS = {  # natural order: split_2 before split_10 (plain sorting would put 10 first)
+PARTS = {
     "en_web_a_split_2_text_document": [[[1, 2], [3]], []],
     "en_web_a_split_10_text_document": [[[4, 5, 6]], [[7]], []],
     "en_web_a_split_1_text_document": [[[8]]],
 }
-ORDER = ["en_web_a_split_1_text_document", "en_web_a_split_2_text_document",
-         "en_web_a_split_10_text_document"]
+# Megatron's merge_datasets.py order (plain sorted(): "10_" before "1_" before "2_"), the default
+ORDER = ["en_web_a_split_10_text_document", "en_web_a_split_1_text_document",
+         "en_web_a_split_2_text_document"]
+# --natural-order: split_2 before split_10
+NATURAL_ORDER = ["en_web_a_split_1_text_document", "en_web_a_split_2_text_document",
+                 "en_web_a_split_10_text_document"]
 
 
 def _parts(folder, dtype=np.uint16):
@@ -26,13 +30,14 @@ def _parts(folder, dtype=np.uint16):
     return folder
 
 
-def test_merge_equals_writing_all_documents_at_once(tmp_path, capsys):
+@pytest.mark.parametrize("order, flags", [(ORDER, []), (NATURAL_ORDER, ["--natural-order"])])
+def test_merge_equals_writing_all_documents_at_once(tmp_path, capsys, order, flags):
     parts = _parts(tmp_path / "parts")
-    everything = [doc for name in ORDER for doc in PARTS[name]]
+    everything = [doc for name in order for doc in PARTS[name]]
     reference = str(tmp_path / "reference")
     indexed.write_documents(reference, everything, dtype=np.uint16)
     assert merge.run(["--input", str(parts / "*.idx"),
-                      "--output", str(tmp_path / "out" / "en_web")]) == 0
+                      "--output", str(tmp_path / "out" / "en_web"), *flags]) == 0
     merged = str(tmp_path / "out" / "en_web_dc=6_sc=5_tc=8")
     assert read_pair(merged) == read_pair(reference)
     assert sorted(os.listdir(tmp_path / "out")) == ["en_web_dc=6_sc=5_tc=8.bin",

@@ -10,7 +10,17 @@ newlines, tabs and repeated spaces within a sentence stay as they are.
 
 Splitters (``SPLITTERS``):
 
-``auto`` / ``sentencex`` (default, offline, no data files)
+``auto`` (the default of ``--sentence-splitter``)
+    Megatron's where its data is installed: decided once per run, on the driver, by
+    :func:`choose_splitter`, which answers ``nltk`` when NLTK and its punkt data for ``lang``
+    are there (``lang`` a path, or ``tokenizers/punkt_tab/<name>/`` on NLTK's data path, as
+    Megatron-LM core_v0.16.1 loads it under NLTK >= 3.9; nothing is downloaded), else
+    ``sentencex``, with the one line the run prints about its choice. Workers never decide:
+    :func:`make_splitter` given ``auto`` builds sentencex, and a sentencex choice keeps the name
+    ``auto`` in the run's settings, so shards whose sentences do not change keep their resume
+    keys.
+
+``sentencex`` (offline, no data files)
     wikimedia's ``sentencex`` (rule based, written in Rust, ~300 languages with fallbacks;
     abbreviations, quotes and CJK / Arabic / Devanagari terminators). ``lang`` picks its rules.
     - ``keep_newlines=False``: every sentence is stripped of surrounding whitespace; the
@@ -27,7 +37,8 @@ Splitters (``SPLITTERS``):
 
 ``nltk`` (Megatron-LM parity)
     Exactly ``tools/preprocess_data.py --split-sentences`` of Megatron-LM: NLTK punkt with the
-    model for ``lang``; with ``keep_newlines`` the punkt language variables Megatron defines
+    model for ``lang`` (Megatron asks NLTK for ``tokenizers/punkt/<lang>.pickle``, which NLTK >=
+    3.9 answers with the ``punkt_tab/<lang>/`` model: the same parameters read here); with ``keep_newlines`` the punkt language variables Megatron defines
     (``CustomLanguageVars``: whitespace after a sentence end belongs to the sentence); the text
     is cut into 1,000,000-character windows before splitting, as Megatron does. Sentences are
     punkt's slices unchanged (Megatron strips nothing and collapses nothing: without
@@ -49,13 +60,14 @@ or language names raise ``ValueError`` listing the accepted ones.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
 from typing import Callable
 
 SPLITTERS = ("auto", "sentencex", "nltk")
-DEFAULT_SPLITTER = "sentencex"  # what "auto" means
+DEFAULT_SPLITTER = "sentencex"  # what make_splitter builds for "auto" (choose_splitter decides)
 MAX_CHUNK_CHARS = 100_000
 MEGATRON_WINDOW_CHARS = 1_000_000  # Megatron's Encoder.split max_len
 MAX_RUN_CHARS = 512
@@ -85,11 +97,77 @@ def check_splitter_options(*, splitter: str, lang: str) -> None:
     """Cheap validation of ``--sentence-splitter``/``--lang`` (no imports, no model loading):
     raises ``ValueError`` naming the flag and the accepted values."""
     name = _splitter_name(splitter)
+    if _looks_like_path(lang) and splitter.strip().lower() == "auto":
+        return  # a punkt model by path: auto runs nltk (choose_splitter)
     if name == "nltk":
         if not _looks_like_path(lang):
             _punkt_model_name(lang)
     else:
         _iso_code(lang)
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitterChoice:
+    """What a run splits with: ``name`` goes to the workers (and the resume key), ``line`` is
+    printed once at start."""
+    name: str
+    line: str
+
+
+
+
+def choose_splitter(*, splitter: str = "auto", lang: str = "english") -> SplitterChoice:
+    """The splitter ``--sentence-splitter``/``--lang`` ask for, ``auto`` decided (see the module
+    docstring). Loads no model and downloads nothing; raises ``ValueError`` as
+    :func:`check_splitter_options` does."""
+    check_splitter_options(splitter=splitter, lang=lang)
+    name = (splitter or "").strip().lower()
+    if name == "nltk" or (name == "auto" and _looks_like_path(lang)):
+        return SplitterChoice("nltk", f"sentence splitter: nltk punkt, Megatron's "
+                                      f"({_punkt_location(lang) or lang})")
+    if name == "sentencex":
+        return SplitterChoice("sentencex", "sentence splitter: sentencex (--sentence-splitter "
+                                           "sentencex; Megatron's is --sentence-splitter nltk)")
+    where = _punkt_location(lang)
+    if where is not None:
+        return SplitterChoice("nltk", f"sentence splitter: nltk punkt, Megatron's ({where}; "
+                                      "--sentence-splitter sentencex for the other)")
+    return SplitterChoice("auto", f"sentence splitter: sentencex, not Megatron's NLTK punkt "
+                                  f"({_why_no_punkt(lang)}); for Megatron's sentences: python "
+                                  f"-m nltk.downloader -d DIR punkt_tab, then NLTK_DATA=DIR (or "
+                                  f"--lang /path/to/punkt_tab/{_punkt_name_or(lang)})")
+
+
+def _punkt_location(lang: str) -> str | None:
+    """Where the punkt model for ``lang`` is (a path given, or found on NLTK's data path);
+    None when it is not there or NLTK is not installed."""
+    if _looks_like_path(lang):
+        return os.path.expanduser(lang)
+    try:
+        import nltk.data
+        name = _punkt_model_name(lang)
+        return str(nltk.data.find(f"tokenizers/punkt_tab/{name}/"))
+    except (ImportError, LookupError, ValueError):
+        return None
+
+
+def _why_no_punkt(lang: str) -> str:
+    try:
+        import nltk.data  # noqa: F401 - only whether NLTK is installed
+    except ImportError:
+        return "NLTK is not installed: pip install 'tokenbeam[sentences]'"
+    try:
+        name = _punkt_model_name(lang)
+    except ValueError:
+        return f"NLTK has no punkt model for --lang {lang}"
+    return f"no tokenizers/punkt_tab/{name}/ on NLTK's data path"
+
+
+def _punkt_name_or(lang: str) -> str:
+    try:
+        return _punkt_model_name(lang)
+    except ValueError:
+        return "NAME"
 
 
 def make_splitter(*, splitter: str = "auto", lang: str = "english",

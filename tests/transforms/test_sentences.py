@@ -363,3 +363,67 @@ def test_missing_punkt_data_says_how_to_install(nltk_punkt, tmp_path, monkeypatc
         ss.make_splitter(splitter="nltk", lang=str(tmp_path))
     with pytest.raises(ss.SplitterUnavailableError, match="no punkt model there"):
         ss.make_splitter(splitter="nltk", lang=str(tmp_path / "nowhere" / "english"))
+
+
+# --- the default: Megatron's punkt where its data is installed (choose_splitter) --------------
+
+def test_auto_chooses_megatrons_punkt_when_its_data_is_installed(nltk_punkt, nltk_data_path):
+    choice = ss.choose_splitter(splitter="auto", lang="english")
+    assert choice.name == "nltk"
+    assert choice.line.startswith("sentence splitter: nltk punkt, Megatron's (")
+    assert nltk_data_path["dir"] in choice.line and "\n" not in choice.line
+    assert ss.choose_splitter(splitter="auto", lang="en").name == "nltk"
+    reference = megatron_reference(nltk_punkt, False)
+    split = ss.make_splitter(splitter=choice.name, lang="english")
+    text = english_like_text(random.Random(5), 12)
+    assert split(text) == [s for s in reference(text) if s]
+
+
+def test_auto_without_punkt_data_says_so_and_keeps_sentencex(nltk_punkt, tmp_path, monkeypatch):
+    nltk, _ = nltk_punkt
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])
+    choice = ss.choose_splitter(splitter="auto", lang="english")
+    # "auto" is what a sentencex choice keeps in the settings: the resume key does not change
+    assert choice.name == "auto"
+    assert choice.line.startswith("sentence splitter: sentencex, not Megatron's NLTK punkt "
+                                  "(no tokenizers/punkt_tab/english/ on NLTK's data path)")
+    assert "nltk.downloader -d DIR punkt_tab" in choice.line and "NLTK_DATA=DIR" in choice.line
+    assert "\n" not in choice.line
+    assert not any(tmp_path.iterdir())  # nothing was downloaded
+    text = "Dr. Smith came home. It rained. Then it stopped!"
+    assert ss.make_splitter(splitter=choice.name)(text) == \
+        ss.make_splitter(splitter="sentencex")(text)
+    # a language punkt has no model for: sentencex, saying so
+    assert "NLTK has no punkt model for --lang xx" in ss.choose_splitter(lang="xx").line
+
+
+def test_explicit_splitters_are_kept(nltk_punkt, tmp_path, monkeypatch, nltk_data_path):
+    assert ss.choose_splitter(splitter="sentencex").name == "sentencex"
+    assert "Megatron's is --sentence-splitter nltk" in ss.choose_splitter(
+        splitter="sentencex").line
+    assert ss.choose_splitter(splitter="NLTK", lang="en").name == "nltk"
+    # a path to a punkt model: auto runs it (the user named Megatron's model)
+    assert ss.choose_splitter(splitter="auto", lang=nltk_data_path["dir"]).name == "nltk"
+    with pytest.raises(ValueError, match="--sentence-splitter"):
+        ss.choose_splitter(splitter="pysbd")
+
+
+def test_megatrons_nltk_data_branch_cannot_load_its_pickle_on_new_nltk(nltk_punkt, punkt_data,
+                                                                       tmp_path, monkeypatch):
+    """What Megatron-LM core_v0.16.1 does under NLTK >= 3.9 (README, sentence section): with
+    NLTK_DATA set it loads ``file:$NLTK_DATA/tokenizers/punkt/<lang>.pickle``, which NLTK's
+    restricted unpickler refuses; without it, ``nltk:tokenizers/punkt/<lang>.pickle`` is answered
+    with the punkt_tab model (megatron_reference above, the tests' reference)."""
+    import pickle
+
+    nltk, punkt = nltk_punkt
+    version = tuple(int(p) for p in re.findall(r"\d+", nltk.__version__)[:2])
+    if version < (3, 9):
+        pytest.skip(f"NLTK {nltk.__version__} still loads pickles")
+    folder = tmp_path / "tokenizers" / "punkt"
+    folder.mkdir(parents=True)
+    with open(folder / "english.pickle", "wb") as f:
+        pickle.dump(punkt.PunktSentenceTokenizer(punkt_data["params"]), f)
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path)])  # NLTK_DATA=tmp_path
+    with pytest.raises(pickle.UnpicklingError, match="forbidden"):
+        nltk.load(f"file:{folder / 'english.pickle'}")
