@@ -191,3 +191,23 @@ def test_hf_legacy_tokenizer(tmp_path, tokenizer, expected):
                          "--log-interval", "0"]) == 0
     (name,) = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
     assert read_pair(str(out / name)) == read_pair(os.path.join(data, expected, OUT))
+
+
+@pytest.mark.slow  # a whole tokenize job
+def test_ignored_flags_give_megatron_bytes_and_one_note_each(tmp_path, capsys):
+    """Flags Megatron's preprocess_data.py takes and ignores (spm/variants.tsv:
+    bpe_SentencePieceTokenizer_eod_ignored, same bytes as ..._eod) are ignored here too, each
+    said once in a ``note:`` line."""
+    ((flags, stored),) = [(p.values[3], p.values[2]) for p in VARIANTS
+                          if p.values[1] == "bpe_SentencePieceTokenizer_eod_ignored"]
+    shutil.copy(_input("spm"), tmp_path / "corpus.jsonl")
+    out = tmp_path / "out"
+    assert tokenize.run(["--input", str(tmp_path / "corpus.jsonl"), "--output", str(out),
+                         "--log-interval", "0", *_flags("spm", flags)]) == 0
+    (name,) = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
+    assert read_pair(str(out / name)) == _expected("spm", stored)
+    err = capsys.readouterr().err
+    for flag in ("--tokenizer-metadata", "--vocab-extra-ids", "--padded-vocab-size",
+                 "--vocab-size", "--tiktoken-special-tokens"):
+        line = f"note: {flag} is ignored"
+        assert err.count(line) == (0 if flag == "--tokenizer-metadata" else 1), (flag, err)
