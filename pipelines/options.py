@@ -136,8 +136,8 @@ class TokenizerFlags:
                                  "Megatron's defaults; must include <unk> <s> </s> (and "
                                  "<mask> <pad> <cls> <sep> without --legacy-tokenizer). "
                                  "SentencePiece types: tokens split out of the text (new ids "
-                                 "after the pieces), with --tokenizer-sentencepiece-legacy. "
-                                 "Ignored where Megatron ignores it (legacy classes, "
+                                 "after the pieces), in Megatron's SentencePiece legacy mode "
+                                 "only. Ignored where Megatron ignores it (legacy classes, "
                                  "NullTokenizer)")
         parser.add_argument("--tiktoken-special-tokens", nargs="+", default=None,
                             metavar="TOKEN",
@@ -146,17 +146,16 @@ class TokenizerFlags:
                                  "--tokenizer-special-tokens")
         parser.add_argument("--tokenizer-sentencepiece-legacy", action="store_true",
                             help="SentencePiece types, without --legacy-tokenizer: Megatron's "
-                                 "legacy wrapper, which takes --tokenizer-special-tokens "
-                                 "(ids unchanged without them; no EOD, so not with "
-                                 "--append-eod)")
+                                 "legacy wrapper, which takes special tokens (ids unchanged "
+                                 "without them; no EOD, so not with --append-eod)")
         parser.add_argument("--tokenizer-metadata", default=None, metavar="JSON",
                             help="Megatron's tokenizer metadata file: accepted when it names "
                                  "the --tokenizer-type's own library (ids unchanged); ignored "
                                  "with --legacy-tokenizer and for NullTokenizer, as in Megatron")
-        parser.add_argument("--vocab-extra-ids", type=int, default=0,
+        parser.add_argument("--vocab-extra-ids", type=int, default=0, metavar="N",
                             help="ignored, as by Megatron's preprocess_data.py (which sets it "
                                  "to 0)")
-        parser.add_argument("--padded-vocab-size", type=int, default=None,
+        parser.add_argument("--padded-vocab-size", type=int, default=None, metavar="N",
                             help="ignored, as by Megatron's preprocess_data.py: the dtype "
                                  "follows the tokenizer's own vocabulary size")
         parser.add_argument("--append-eod", action="store_true",

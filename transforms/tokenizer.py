@@ -20,7 +20,9 @@ Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
   grows and EOD = the id of ``<EOD>``; those strings written in a text are matched (leftmost
   first, ties in that order) and become their ids, the text between them is encoded alone;
   Llama2Tokenizer prepends the bos id to every text (every sentence); GPTSentencePieceTokenizer
-  is unchanged.
+  is unchanged. With ``special_tokens`` (``--tokenizer-special-tokens`` with
+  ``--tokenizer-sentencepiece-legacy``, Megatron's default path): the library wrapper's legacy
+  mode, see ``SentencePieceTokenizer._wrapper_specials``.
 - GPT2BPETokenizer: ``vocab.json`` + ``merges.txt`` run as byte-level BPE with GPT-2's
   pre-tokenizer; EOD = id of ``<|endoftext|>``; vocab size = size of vocab.json (50257 for GPT-2).
 - NullTokenizer: ``int()`` of each whitespace-separated part (Megatron splits on ``' '`` and
@@ -85,7 +87,7 @@ class TokenizerSpec:
     tiktoken_pattern: str | None = None  # v1 or v2 (TikTokenizer)
     tiktoken_num_special_tokens: int = 1000
     # --tokenizer-special-tokens: TikTokenizer's; a SentencePiece type's (with
-    # --tokenizer-sentencepiece-legacy); None where Megatron ignores them (transforms/tokenizer_flags.py)
+    # --tokenizer-sentencepiece-legacy); None where Megatron ignores them (tokenizer_flags.py)
     special_tokens: tuple[str, ...] | None = None
 
     def options(self) -> dict:
