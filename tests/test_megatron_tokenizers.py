@@ -211,3 +211,52 @@ def test_ignored_flags_give_megatron_bytes_and_one_note_each(tmp_path, capsys):
                  "--vocab-size", "--tiktoken-special-tokens"):
         line = f"note: {flag} is ignored"
         assert err.count(line) == (0 if flag == "--tokenizer-metadata" else 1), (flag, err)
+
+
+LIVE = [p for p in VARIANTS if p.values[1].endswith(("_special", "_ignored", "_splegacy"))
+        and p.values[1].startswith("bpe_")]
+
+
+def _megatron():
+    """(python, Megatron-LM checkout) from MEGATRON_PYTHON / MEGATRON_LM, or skip saying why."""
+    python, checkout = os.environ.get("MEGATRON_PYTHON"), os.environ.get("MEGATRON_LM")
+    if not (python and checkout and os.path.exists(python)
+            and os.path.exists(os.path.join(checkout, "tools", "preprocess_data.py"))):
+        pytest.skip("no live Megatron: set MEGATRON_PYTHON (megatron-core 0.16.1, torch, "
+                    "sentencepiece) and MEGATRON_LM (a core_v0.16.1 checkout); the stored "
+                    "outputs are checked without it")
+    return python, checkout
+
+
+@pytest.mark.slow  # imports torch and megatron once (seconds to a minute)
+def test_live_megatron_still_gives_the_stored_bytes(tmp_path):
+    """The issue-25 SentencePiece variants re-run through real Megatron where it is installed:
+    the same bytes as stored, and --tokenizer-sentencepiece-legacy with --append-eod fails
+    there: no .idx, though the script exits 0 (why tokenbeam refuses it)."""
+    import subprocess
+    import sys
+
+    python, checkout = _megatron()
+    family_dir = os.path.join(DATA, "spm")
+    rows = [(p.values[1], p.values[2], p.values[3]) for p in LIVE]
+    with open(tmp_path / "v.tsv", "w", encoding="utf-8") as f:
+        for name, _, flags in rows:
+            f.write(f"{name}\t{family_dir}\t--input ../corpus.jsonl {' '.join(flags)}\n")
+    driver = os.path.join(DATA, "megatron_driver.py")
+    proc = subprocess.run([python, "-W", "ignore", driver, checkout, str(tmp_path / "v.tsv"),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name, stored, _ in rows:
+        got = read_pair(str(tmp_path / "out" / name / OUT))
+        assert got == _expected("spm", stored), name
+    with open(tmp_path / "fail.tsv", "w", encoding="utf-8") as f:
+        f.write(f"eod\t{family_dir}\t--input ../corpus.jsonl --tokenizer-type "
+                "SentencePieceTokenizer --tokenizer-model bpe.model "
+                "--tokenizer-sentencepiece-legacy --append-eod\n")
+    proc = subprocess.run([python, "-W", "ignore", driver, checkout, str(tmp_path / "fail.tsv"),
+                           str(tmp_path / "fail")], capture_output=True, text=True, timeout=900)
+    log = (tmp_path / "fail" / "eod.log").read_text(encoding="utf-8") + proc.stderr
+    # the partition's process dies on tokenizer.eod; the script still exits 0, without a .idx
+    assert "AttributeError" in log and "'eod'" in log, log[-2000:]
+    assert not (tmp_path / "fail" / "eod" / f"{OUT}.idx").exists()
+    print(f"live Megatron ({sys.version_info[:2]} here): {len(rows)} variants identical")

@@ -10,7 +10,8 @@ preprocess_data builds its tokenizer with ``megatron.core.tokenizers.text.utils.
   path (transformers' ``add_special_tokens``; GPT-2 through the hub's ``gpt2`` config, refused
   here); read by nothing else (the legacy classes, NullTokenizer, BertWordPiece).
 - ``--tokenizer-sentencepiece-legacy``: the SentencePiece types on the default path only; the
-  wrapper then has no eos (``tokenizer.eod`` raises AttributeError), so ``--append-eod`` fails.
+  wrapper then has no eos (``tokenizer.eod`` raises AttributeError), so with ``--append-eod``
+  the partition's process dies and no ``.idx`` is written (the script still exits 0).
 - ``--tokenizer-metadata``: the default path only, NullTokenizer excepted; the JSON's
   ``library`` picks the library class (overriding the type's), ``model_type`` a wrapper class
   that changes no id, ``tokenizer_class`` crashes (``getattr`` on a string), and every key is
@@ -62,7 +63,8 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
     if sp_wrapper and sentencepiece_legacy and append_eod:
         raise TokenizerConfigError(
             "--tokenizer-sentencepiece-legacy with --append-eod: Megatron core_v0.16.1 fails "
-            "(its legacy SentencePiece wrapper has no eos: AttributeError on eod); leave out "
+            "(its legacy SentencePiece wrapper has no eos: AttributeError on eod, and no .idx "
+            "is written, though the script exits 0); leave out "
             "--tokenizer-sentencepiece-legacy (without --tokenizer-special-tokens it changes "
             "no id) or --append-eod")
     if not tokens or not reads_special_tokens(kind, legacy=legacy):
