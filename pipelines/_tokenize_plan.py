@@ -304,6 +304,8 @@ def plan(options, *, checked: bool = False) -> Job:
     files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records,
                              layout=getattr(io, "output_layout", "flat"),
                              kept=committed_stem if records else None)
+    for note in tok_opts.tokenizer_notes():
+        _LOG.info("note: %s", note)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)

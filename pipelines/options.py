@@ -27,6 +27,7 @@ from dataio import errors, log
 from dataio import workers as local_workers
 from transforms import sentences
 from transforms import tokenizer as tk
+from transforms import tokenizer_flags as tkf
 
 
 class OptionsError(errors.ConfigError):
@@ -134,11 +135,30 @@ class TokenizerFlags:
                             metavar="TOKEN",
                             help="TikTokenizer: the special tokens (ids 0..), instead of "
                                  "Megatron's defaults; must include <unk> <s> </s> (and "
-                                 "<mask> <pad> <cls> <sep> without --legacy-tokenizer)")
+                                 "<mask> <pad> <cls> <sep> without --legacy-tokenizer). "
+                                 "SentencePiece types: tokens split out of the text (new ids "
+                                 "after the pieces), in Megatron's SentencePiece legacy mode "
+                                 "only. Ignored where Megatron ignores it (legacy classes, "
+                                 "NullTokenizer)")
         parser.add_argument("--tiktoken-special-tokens", nargs="+", default=None,
                             metavar="TOKEN",
-                            help="refused: Megatron core_v0.16.1 accepts it but ignores it; "
-                                 "use --tokenizer-special-tokens")
+                            help="ignored, as by Megatron core_v0.16.1's preprocess_data.py "
+                                 "(only its training arguments copy it); use "
+                                 "--tokenizer-special-tokens")
+        parser.add_argument("--tokenizer-sentencepiece-legacy", action="store_true",
+                            help="SentencePiece types, without --legacy-tokenizer: Megatron's "
+                                 "legacy wrapper, which takes special tokens (ids unchanged "
+                                 "without them; no EOD, so not with --append-eod)")
+        parser.add_argument("--tokenizer-metadata", default=None, metavar="JSON",
+                            help="Megatron's tokenizer metadata file: accepted when it names "
+                                 "the --tokenizer-type's own library (ids unchanged); ignored "
+                                 "with --legacy-tokenizer and for NullTokenizer, as in Megatron")
+        parser.add_argument("--vocab-extra-ids", type=int, default=0, metavar="N",
+                            help="ignored, as by Megatron's preprocess_data.py (which sets it "
+                                 "to 0)")
+        parser.add_argument("--padded-vocab-size", type=int, default=None, metavar="N",
+                            help="ignored, as by Megatron's preprocess_data.py: the dtype "
+                                 "follows the tokenizer's own vocabulary size")
         parser.add_argument("--append-eod", action="store_true",
                             help="append the EOD id to every non-empty document")
         parser.add_argument("--eod-id", type=int, default=None,
@@ -159,13 +179,12 @@ class TokenizerFlags:
 
     def tokenizer_spec(self) -> tk.TokenizerSpec:
         kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
-        if self.tiktoken_special_tokens:
-            raise OptionsError("--tiktoken-special-tokens is ignored by Megatron core_v0.16.1's "
-                               "preprocess_data.py; give the tokens as "
-                               "--tokenizer-special-tokens")
-        if self.tokenizer_special_tokens and kind not in tk.TIKTOKEN_KINDS:
-            raise OptionsError(f"--tokenizer-special-tokens is supported for TikTokenizer only, "
-                               f"not {kind}; leave it out")
+        special_tokens = tkf.megatron_special_tokens(
+            kind, tuple(self.tokenizer_special_tokens or ()), legacy=self.legacy_tokenizer,
+            sentencepiece_legacy=self.tokenizer_sentencepiece_legacy,
+            append_eod=self.append_eod)
+        if self.tokenizer_metadata and not self.legacy_tokenizer:
+            tkf.check_megatron_metadata(kind, self.tokenizer_metadata)
         if kind in tk.WORDPIECE_KINDS and not self.legacy_tokenizer:
             raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: Megatron "
                                "core_v0.16.1's default path loads a bert-large tokenizer from "
@@ -184,8 +203,19 @@ class TokenizerFlags:
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,
                                 legacy=self.legacy_tokenizer, tiktoken_pattern=pattern,
                                 tiktoken_num_special_tokens=self.tiktoken_num_special_tokens,
-                                special_tokens=tuple(self.tokenizer_special_tokens)
-                                if self.tokenizer_special_tokens else None)
+                                special_tokens=special_tokens)
+
+    def tokenizer_notes(self) -> list[str]:
+        """One line for each flag given that Megatron core_v0.16.1's preprocess_data.py takes
+        and ignores (so tokenbeam ignores it too: the same ids), printed once at start."""
+        kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
+        return tkf.ignored_flag_notes(
+            kind, legacy=self.legacy_tokenizer,
+            special_tokens=bool(self.tokenizer_special_tokens),
+            tiktoken_special_tokens=bool(self.tiktoken_special_tokens),
+            sentencepiece_legacy=self.tokenizer_sentencepiece_legacy,
+            metadata=bool(self.tokenizer_metadata), vocab_size=self.vocab_size is not None,
+            vocab_extra_ids=self.vocab_extra_ids, padded_vocab_size=self.padded_vocab_size)
 
 
 class SegmentationFlags:

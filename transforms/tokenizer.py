@@ -20,7 +20,9 @@ Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
   grows and EOD = the id of ``<EOD>``; those strings written in a text are matched (leftmost
   first, ties in that order) and become their ids, the text between them is encoded alone;
   Llama2Tokenizer prepends the bos id to every text (every sentence); GPTSentencePieceTokenizer
-  is unchanged.
+  is unchanged. With ``special_tokens`` (``--tokenizer-special-tokens`` with
+  ``--tokenizer-sentencepiece-legacy``, Megatron's default path): the library wrapper's legacy
+  mode, see ``SentencePieceTokenizer._wrapper_specials``.
 - GPT2BPETokenizer: ``vocab.json`` + ``merges.txt`` run as byte-level BPE with GPT-2's
   pre-tokenizer; EOD = id of ``<|endoftext|>``; vocab size = size of vocab.json (50257 for GPT-2).
 - NullTokenizer: ``int()`` of each whitespace-separated part (Megatron splits on ``' '`` and
@@ -84,7 +86,9 @@ class TokenizerSpec:
     legacy: bool = False  # Megatron's --legacy-tokenizer
     tiktoken_pattern: str | None = None  # v1 or v2 (TikTokenizer)
     tiktoken_num_special_tokens: int = 1000
-    special_tokens: tuple[str, ...] | None = None  # --tokenizer-special-tokens (TikTokenizer)
+    # --tokenizer-special-tokens: TikTokenizer's; a SentencePiece type's (with
+    # --tokenizer-sentencepiece-legacy); None where Megatron ignores them (tokenizer_flags.py)
+    special_tokens: tuple[str, ...] | None = None
 
     def options(self) -> dict:
         """The switches beyond kind, files and EOD that change the ids (metadata, resume key);
@@ -96,6 +100,8 @@ class TokenizerSpec:
             out.update(vocab_size=self.vocab_size, pattern=self.tiktoken_pattern,
                        num_special_tokens=self.tiktoken_num_special_tokens,
                        special_tokens=list(self.special_tokens or []) or None)
+        elif self.special_tokens and self.kind in SP_KINDS:
+            out["special_tokens"] = list(self.special_tokens)
         return out
 
     def files(self) -> list[str]:
@@ -497,11 +503,33 @@ class SentencePieceTokenizer(Tokenizer):
         self._prepend_bos = spec.add_special_tokens and self.bos is not None
         self._specials: dict[str, int] = {}
         self._special_re = None
+        # the id dropped from the start of a segment between two special tokens (None: none)
+        self._trim_after_special: int | None = None
         if spec.legacy and spec.kind == "Llama2Tokenizer":
             # the legacy class prepends bos to every tokenize() call, empty texts included
             self._prepend_bos = self.bos is not None
         elif spec.legacy and spec.kind == "SentencePieceTokenizer":
             self._legacy_specials()
+        elif spec.special_tokens and not spec.legacy:
+            self._wrapper_specials(spec.special_tokens)
+
+    def _wrapper_specials(self, tokens: Sequence[str]) -> None:
+        """Megatron's ``--tokenizer-sentencepiece-legacy`` wrapper with ``--tokenizer-special-
+        tokens`` (megatron/core/tokenizers/text/libraries/sentencepiece_tokenizer.py): a token
+        the model lacks (``piece_to_id`` gives the unk id, ``<unk>`` itself included) gets the
+        next id after the pieces, one it has keeps its piece id; the text is split at them as
+        for the legacy class, and a segment between two special tokens loses its first id when
+        that is the id of ``▁`` (the last segment keeps it, as in Megatron)."""
+        unk = self._sp.unk_id()
+        for token in tokens:
+            piece = self._sp.piece_to_id(token)
+            if piece == unk and token not in self._specials:
+                self._specials[token] = self.vocab_size
+                self.vocab_size += 1
+            elif piece != unk:
+                self._specials[token] = piece
+        self._trim_after_special = self._sp.piece_to_id("\u2581")
+        self._special_re = re.compile("|".join(re.escape(t) for t in self._specials))
 
     def _legacy_specials(self) -> None:
         """Megatron's legacy SentencePieceTokenizer vocabulary: the pieces, then each special
@@ -532,22 +560,25 @@ class SentencePieceTokenizer(Tokenizer):
         for text in texts:
             parts, start = [], 0
             for m in self._special_re.finditer(text):
-                parts.append(len(segments))
+                parts.append((len(segments), start > 0))
                 segments.append(text[start:m.start()])
-                parts.append(-1 - self._specials[m.group()])
+                parts.append((-1 - self._specials[m.group()], False))
                 start = m.end()
-            parts.append(len(segments))
+            parts.append((len(segments), False))
             segments.append(text[start:])
             layout.append(parts)
         encoded = self._sp.encode(segments)
+        trim = self._trim_after_special
         out = []
         for parts in layout:
             ids = []
-            for p in parts:
-                if p >= 0:
-                    ids.extend(encoded[p])
-                else:
+            for p, between in parts:
+                if p < 0:
                     ids.append(-1 - p)
+                elif between and trim is not None and encoded[p][:1] == [trim]:
+                    ids.extend(encoded[p][1:])
+                else:
+                    ids.extend(encoded[p])
             out.append(ids)
         return out
 
@@ -1361,6 +1392,8 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
         why_not = f"{spec.kind} has no fast backend"
     elif spec.legacy and spec.kind in SP_KINDS:
         why_not = "--legacy-tokenizer is only supported by the reference backend"
+    elif spec.special_tokens and spec.kind in SP_KINDS:
+        why_not = "--tokenizer-special-tokens is only supported by the reference backend"
     elif spec.add_special_tokens and spec.kind in HF_KINDS + GPT2_KINDS:
         why_not = "--add-special-tokens is only supported by the reference backend"
     else:

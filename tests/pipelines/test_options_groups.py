@@ -63,7 +63,7 @@ def test_a_bad_log_level_is_refused():
     (["--log-interval", "-1"], "--log-interval -1: give a number of documents"),
     (["--holdout-fraction", "1.5"], "--holdout-fraction must be in [0, 1)"),
     (["--azure-block-size-mb", "0"], "--azure-block-size-mb 0.0: give a positive size"),
-    (["--tiktoken-special-tokens", "a"], "--tiktoken-special-tokens is ignored"),
+    (["--tokenizer-type", "BertWordPieceCase"], "needs --legacy-tokenizer"),
 ])
 def test_each_group_validates(extra, message):
     argv = [*ARGV, *extra]

@@ -82,6 +82,27 @@ for family in "${families[@]}"; do
       done
       preprocess spm "${model}_SentencePieceTokenizer" ../corpus.jsonl \
         --tokenizer-type SentencePieceTokenizer --tokenizer-model "$model.model"
+      # issue 25: the wrapper's legacy mode with special tokens (new ids after the pieces for
+      # those the model lacks, <unk> included; piece ids for <s> </s> and U+2581; ties at one
+      # position go to the first listed: [SEP] before [SE); all three types run this library
+      for type in SentencePieceTokenizer GPTSentencePieceTokenizer Llama2Tokenizer; do
+        preprocess spm "${model}_${type}_special" ../corpus.jsonl --tokenizer-type "$type" \
+          --tokenizer-model "$model.model" --tokenizer-sentencepiece-legacy \
+          --tokenizer-special-tokens '<CLS>' '<s>' '<unk>' $'\u2581' '<EOD>' '[SEP]' '[SE' '</s>'
+      done
+      # legacy mode alone changes no id (with --append-eod Megatron fails: no eos)
+      preprocess spm "${model}_SentencePieceTokenizer_splegacy" ../corpus.jsonl \
+        --tokenizer-type SentencePieceTokenizer --tokenizer-model "$model.model" \
+        --tokenizer-sentencepiece-legacy
+      # flags preprocess_data takes and ignores: same bytes as ${model}_..._eod(_legacy)
+      preprocess spm "${model}_SentencePieceTokenizer_eod_ignored" ../corpus.jsonl \
+        --tokenizer-type SentencePieceTokenizer --tokenizer-model "$model.model" --append-eod \
+        --tokenizer-metadata tokenizer_metadata.json --vocab-extra-ids 7 \
+        --padded-vocab-size 4096 --vocab-size 77 --tiktoken-special-tokens '<X>'
+      preprocess spm "${model}_SentencePieceTokenizer_eod_legacy_ignored" ../corpus.jsonl \
+        --tokenizer-type SentencePieceTokenizer --tokenizer-model "$model.model" --append-eod \
+        --legacy-tokenizer --tokenizer-sentencepiece-legacy --tokenizer-special-tokens '<X>' \
+        --tokenizer-metadata tokenizer_metadata.json --vocab-extra-ids 3 --padded-vocab-size 2048
     done
     ;;
   tiktoken)
@@ -104,6 +125,12 @@ for family in "${families[@]}"; do
       preprocess tiktoken "v2_int32_eod$sfx" ../corpus.jsonl --tokenizer-type TikTokenizer \
         --tokenizer-model vocab.json --tiktoken-pattern v2 --vocab-size 66024 \
         --tiktoken-num-special-tokens 65000 --append-eod $legacy
+      # issue 25: flags preprocess_data takes and ignores (same bytes as v2_eod$sfx);
+      # --tiktoken-special-tokens is read by nothing preprocess_data calls
+      preprocess tiktoken "v2_eod_ignored$sfx" ../corpus.jsonl --tokenizer-type TikTokenizer \
+        --tokenizer-model vocab.json --tiktoken-pattern v2 --vocab-size 2024 --append-eod \
+        --tiktoken-special-tokens '<unk>' '<s>' '</s>' '<x>' --tokenizer-metadata \
+        tokenizer_metadata.json --vocab-extra-ids 5 --padded-vocab-size 4096 $legacy
     done
     ;;
   wordpiece)
