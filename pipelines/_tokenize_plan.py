@@ -619,7 +619,8 @@ def print_plan(job: Job, out=None) -> None:
             action = "skip" if s.skip else "write"
             # a shard it skips is shown as committed: its name carries the recorded counts
             record = manifest.read_commit_record(job.output, s.shard) if s.skip else None
-            name = (record or {}).get("name") or f"{s.shard}_dc=?_sc=?_tc=?"
+            name = (record or {}).get("name") or (f"{s.shard}_dc=?_sc=?_tc=?"
+                                                  if job.counted_names else s.shard)
             print(f"    {action:5} {shown(name)}  ({shown(s.reason)})", file=out)
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None
