@@ -185,6 +185,9 @@ def preflight(options) -> None:
     opts.validate(flags)
     check_segmentation(flags)
     check_tokenizer_files(flags.tokenizer_spec())
+    if getattr(flags, "output_name", None):  # one input: refused before the output is made
+        the_one_input(readers.discover(flags.input, leave_out=flags.tokenizer_spec().files()),
+                      flags)
     check_output(flags.output, probe=not flags.plan_only)
 
 
