@@ -312,6 +312,10 @@ def plan(options, *, checked: bool = False) -> Job:
     named = getattr(io, "output_name", None)
     if named:
         files = [dataclasses.replace(the_one_input(files, io), shard_stem=named)]
+        if len(keys) > 1:
+            _LOG.info("note: with several --json-keys Megatron core_v0.16.1 writes the .idx of "
+                      "the last key only (%s); tokenbeam writes every key's .bin and .idx",
+                      keys[-1])
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
     spec = dataclasses.replace(spec, backend=backend)

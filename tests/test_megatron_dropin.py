@@ -37,6 +37,12 @@ def _cases() -> dict[str, list[str]]:
 CASES = _cases()
 
 
+# Files tokenbeam writes beyond Megatron's, each for a stated reason: with several --json-keys,
+# Megatron core_v0.16.1 finalizes only the last key's builder (its loop variable after the
+# loop), so every other key gets a .bin and no .idx; tokenbeam completes them (and says so).
+MORE_THAN_MEGATRON = {"hf_two_keys": {"corpus_text_document.idx"}}
+
+
 def _console_script() -> str:
     script = os.path.join(os.path.dirname(sys.executable), "tokenbeam-tokenize")
     found = script if os.path.exists(script) else shutil.which("tokenbeam-tokenize")
@@ -89,9 +95,14 @@ def test_same_files_as_megatron(name, inputs, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     expected = _expected(name)
     written = _datasets(str(out))
-    assert sorted(written) == sorted(expected), "tokenbeam wrote other .bin/.idx than Megatron"
+    more = MORE_THAN_MEGATRON.get(name, set())
+    assert sorted(written) == sorted(set(expected) | more), \
+        "tokenbeam wrote other .bin/.idx than Megatron"
     for file, data in expected.items():
         assert written[file] == data, f"{name}: {file} differs from Megatron's"
+    if more:
+        assert "note: with several --json-keys Megatron core_v0.16.1 writes the .idx of the " \
+               "last key only" in done.stderr
 
 
 def test_workers_above_the_useful_number_capped_with_one_line(inputs, tmp_path):
