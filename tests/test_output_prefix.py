@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from pipelines import tokenize
+from pipelines import count, tokenize
 from tests.megatron_reference import read_pair
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -56,6 +56,11 @@ def test_prefix_names_resume_and_overwrite(ids, tmp_path, capsys):
     assert status == 0 and "redo my-corpus_text_document: --overwrite" in stdout
     assert _datasets(out) == ["my-corpus_text_document.bin", "my-corpus_text_document.idx"]
     assert read_pair(str(out / "my-corpus_text_document")) == first
+    # count --rename adds the recorded counts to the names later, if wanted
+    assert count.run(["--input", str(out), "--rename"]) == 0
+    counted = (f"my-corpus_text_document_dc={record['documents']}_sc={record['sequences']}"
+               f"_tc={record['tokens']}")
+    assert _datasets(out) == [counted + ".bin", counted + ".idx"]
 
 
 @pytest.mark.slow
