@@ -104,8 +104,8 @@ def listed_sizes(output: str, folders) -> dict[str, int]:
 
 def final_files(sizes: dict[str, int], shards) -> dict[str, tuple[str, ...]]:
     """``{shard: final names}``: for each of ``shards`` that ``sizes`` (:func:`listed_sizes` of
-    the shards' folders) holds files of, the names (relative to the output, with counts, without
-    ``.bin``/``.idx``) of those files, sorted. What a commit of the shard under another name
+    the shards' folders) holds files of, the names (relative to the output, with counts or
+    without, without ``.bin``/``.idx``) of those files, sorted. What a commit of the shard under another name
     removes (older runs' versions of other counts), found by the planner's one listing of each
     folder rather than by a listing per commit. Shards with no such file are left out."""
     wanted = set(shards)
@@ -114,8 +114,8 @@ def final_files(sizes: dict[str, int], shards) -> dict[str, tuple[str, ...]]:
         if not relative.endswith((".bin", ".idx")):
             continue
         prefix = indexed.prefix_of(relative)
-        if naming.parse_counts(prefix) is None:
-            continue
+        # with counts (--output), or the shard's name alone (--output-prefix): either is the
+        # shard's, and a commit under the other naming replaces it
         shard = naming.strip_counts(prefix)
         if shard in wanted:
             found.setdefault(shard, set()).add(prefix)
@@ -209,6 +209,9 @@ def what_changed(before: dict | None, now: dict | None) -> str:
                if old_settings.get(k) != new_settings.get(k)]
     if options:
         changed.append("options changed: " + ", ".join(options))
+    if before.get("names") != now.get("names"):
+        changed.append("written now " + ("without counts in its name (--output-prefix)"
+                                         if now.get("names") else "with counts in its name"))
     if not changed and before.get("format") != now.get("format"):
         changed.append("tokenbeam's output format changed")
     return "; ".join(changed) or "inputs, tokenizer or options changed since it was committed"

@@ -180,8 +180,9 @@ class _Committer:
     stale files removed; each record written and file removed only while the output is ours."""
 
     def __init__(self, output: str, dtype: str, *, run_id: str = "", guard=None,
-                 stale: dict[str, tuple[str, ...]] | None = None):
+                 stale: dict[str, tuple[str, ...]] | None = None, counted_names: bool = True):
         self._output, self._dtype, self._run_id = output, dtype, run_id
+        self._counted_names = counted_names  # False: Megatron's names (--output-prefix)
         self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
         self._stale = stale  # as WriteShards' ``stale``
 
@@ -199,7 +200,8 @@ class _Committer:
     def commit(self, shard: str, *, fingerprint: str, resume_key, parts: list[PartInfo],
                counts: Counts, input_bytes: int, reused_bytes: int) -> str:
         """Commit ``shard`` (unless it is already, with this fingerprint); returns its name."""
-        name = naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
+        name = (naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
+                if self._counted_names else shard)
         final = fsutil.join(self._output, name)
         committed, _ = is_committed(self._output, shard, fingerprint)
         if committed:
@@ -260,7 +262,7 @@ class _Committer:
         for entry in fsutil.list_names(folder):
             stem = indexed.prefix_of(entry)
             if stem != current and naming.strip_counts(stem) == base and \
-                    naming.parse_counts(stem) is not None and entry.endswith((".bin", ".idx")):
+                    entry.endswith((".bin", ".idx")):
                 fsutil.remove(fsutil.join(folder, entry))
 
 
@@ -269,11 +271,13 @@ class _WritePartFn(beam.DoFn):
     (reused) its kept parts handed on; a stem of one item is then committed at once."""
 
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
-                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None):
+                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
+                 counted_names: bool = True):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
         self._run_id, self._max_bad_fraction = run_id, max_bad_fraction
-        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale)
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale,
+                                     counted_names=counted_names)
 
     def setup(self):
         if self._storage is not None:
@@ -421,11 +425,13 @@ class _WritePartFn(beam.DoFn):
 
 class _FinalizeShardFn(beam.DoFn):
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
-                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None):
+                 max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
+                 counted_names: bool = True):
         self._output, self._dtype, self._storage = output, dtype, storage
         self._temporary = temporary_dir(output, run_id)
         self._max_bad_fraction = max_bad_fraction
-        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale)
+        self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale,
+                                     counted_names=counted_names)
 
     def setup(self):
         if self._storage is not None:
@@ -498,12 +504,15 @@ class WriteShards(beam.PTransform):
     final files that older runs left (the planner's one listing per folder: manifest.final_files);
     a commit under another name removes them. None: each commit lists its folder to find them
     (work that grows with the folder: a pipeline of many shards passes the plan's).
+    ``counted_names``: False commits each shard under its name alone, without counts
+    (Megatron's ``P_{key}_{level}``: ``--output-prefix``).
     """
 
     def __init__(self, output: str, *, dtype, planned, failed, storage=None, run_id: str = "",
                  guard=None, records=None, max_bad_fraction: float = 1.0,
-                 stale: dict[str, tuple[str, ...]] | None = None):
+                 stale: dict[str, tuple[str, ...]] | None = None, counted_names: bool = True):
         super().__init__()
+        self._counted_names = counted_names
         self._output, self._dtype = output, np.dtype(dtype).name
         self._planned, self._failed, self._storage = planned, failed, storage
         self._run_id, self._guard = run_id, guard
@@ -514,7 +523,7 @@ class WriteShards(beam.PTransform):
         written = token_batches | "WriteParts" >> beam.ParDo(
             _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
                          guard=self._guard, max_bad_fraction=self._max_bad_fraction,
-                         stale=self._stale))
+                         stale=self._stale, counted_names=self._counted_names))
         counts = (written | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
                   | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
         part_infos = written | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
@@ -527,7 +536,7 @@ class WriteShards(beam.PTransform):
         return grouped | "FinalizeShard" >> beam.ParDo(
             _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,
                              guard=self._guard, max_bad_fraction=self._max_bad_fraction,
-                             stale=self._stale))
+                             stale=self._stale, counted_names=self._counted_names))
 
 
 class _WriteErrorsFn(beam.DoFn):

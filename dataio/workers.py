@@ -162,6 +162,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+def capped_workers(requested: int, *, cores: int, items: int) -> tuple[int, str]:
+    """``--workers N``: (processes, why): N, or fewer where more could not run at once. A
+    process beyond the cores only competes for them, and one beyond the work items has nothing
+    to do but start (Megatron's habitual --workers 64 made a run on 2 cores 14x slower)."""
+    useful = max(1, min(cores, items))
+    if requested <= useful:
+        return requested, "--workers"
+    limit = (f"{cores} usable core{'s' * (cores != 1)}" if useful == cores
+             else f"{items} work item{'s' * (items != 1)}")
+    return useful, (f"--workers {requested} capped at {useful}: no more than the {limit}; "
+                    "more processes only compete for the cores")
+
+
 def auto_workers(*, backend: str, cores: int, items: int) -> tuple[int, str]:
     """``--workers auto``: (processes, why). The fast backend encodes a batch on native threads
     over every core already, so a second process only adds its start-up and competes for the

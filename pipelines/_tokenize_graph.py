@@ -75,7 +75,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
         run_id=job.run_id, guard=job.guard, records=tallies, stale=job.stale,
-        max_bad_fraction=job.config.max_bad_fraction)
+        max_bad_fraction=job.config.max_bad_fraction, counted_names=job.counted_names)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
                       | "WriteErrors" >> sink.WriteErrors(job.output, storage=storage,

@@ -87,6 +87,9 @@ class Job:
     # shard -> final files of its name already in the output (other runs' counts), from the
     # planner's one listing per folder: what its commit removes (dataio/manifest.py final_files)
     stale: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    # False with --output-name (--output-prefix): shards committed as NAME_{key}_{level},
+    # Megatron's names, their counts only in the commit record and metadata
+    counted_names: bool = True
 
     @property
     def dtype(self) -> np.dtype:
@@ -182,6 +185,9 @@ def preflight(options) -> None:
     opts.validate(flags)
     check_segmentation(flags)
     check_tokenizer_files(flags.tokenizer_spec())
+    if getattr(flags, "output_name", None):  # one input: refused before the output is made
+        the_one_input(readers.discover(flags.input, leave_out=flags.tokenizer_spec().files()),
+                      flags)
     check_output(flags.output, probe=not flags.plan_only)
 
 
@@ -304,6 +310,13 @@ def plan(options, *, checked: bool = False) -> Job:
     files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records,
                              layout=getattr(io, "output_layout", "flat"),
                              kept=committed_stem if records else None)
+    named = getattr(io, "output_name", None)
+    if named:
+        files = [dataclasses.replace(the_one_input(files, io), shard_stem=named)]
+        if len(keys) > 1:
+            _LOG.info("note: with several --json-keys Megatron core_v0.16.1 writes the .idx of "
+                      "the last key only (%s); tokenbeam writes every key's .bin and .idx",
+                      keys[-1])
     for note in tok_opts.tokenizer_notes():
         _LOG.info("note: %s", note)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
@@ -325,7 +338,7 @@ def plan(options, *, checked: bool = False) -> Job:
     hashes = _content_hashes(files, stamps=stamps) if io.verify_inputs else {}
     # Only a local file has other names under other stems (links) or a content key to match.
     new = [f for f in files if fsutil.is_local(f.path) and not has_records(f)]
-    if new and records:
+    if new and records and not named:
         files = committed_aliases(output, records, files, new, hashes=hashes, stamps=stamps,
                                   suffixes=tuple(f"_{key}_{level}" for key in keys))
 
@@ -333,6 +346,10 @@ def plan(options, *, checked: bool = False) -> Job:
     for f in files:
         # kept in each commit record, so that a later run can say what changed
         resume_key = _resume_payload(f, description, settings, content=hashes.get(f.path))
+        if named:
+            # only then, so keys of --output runs stay as they were: a shard committed with
+            # counts in its name is redone without them (and the reverse)
+            resume_key["names"] = "without counts"
         fingerprint = _fingerprint_of(resume_key)
         names = {naming.base_name(f.stem, key, config.level, source=f.path): (key, False)
                  for key in config.keys}
@@ -342,7 +359,7 @@ def plan(options, *, checked: bool = False) -> Job:
     if planned:
         refuse_other_settings(output, records, {n for _, _, names, _ in planned for n in names},
                               planned[0][3], overwrite=overwrite)
-        if records:
+        if records and not named:
             refuse_other_layout(output, records, files, keys[0], level, overwrite=overwrite)
     # A record counts only if its files are there with the recorded sizes: checked against one
     # listing of each folder the shards go to, not a request per file. The same listing names
@@ -374,7 +391,21 @@ def plan(options, *, checked: bool = False) -> Job:
     return Job(options=options, output=io.output, spec=spec, config=config,
                tokenizer=description, files=files, shards=shards, folder=os.getcwd(),
                stamps=stamps, stale={s.shard: stale[s.shard] for s in shards
-                                     if not s.skip and s.shard in stale})
+                                     if not s.skip and s.shard in stale},
+               counted_names=not named)
+
+
+def the_one_input(files: list[readers.InputFile], io) -> readers.InputFile:
+    """--output-prefix / --output-name: the one input file (Megatron's --input is one file),
+    or one line saying what to do instead."""
+    if len(files) != 1:
+        shown_files = ", ".join(shown(f.path) for f in files[:3])
+        more = f" and {len(files) - 3} more" if len(files) > 3 else ""
+        raise opts.OptionsError(
+            f"--output-prefix/--output-name takes one input file (as Megatron's --input), and "
+            f"--input {' '.join(io.input)} gives {len(files)} ({shown_files}{more}); give one "
+            "file, or --output DIR for one shard per input file")
+    return files[0]
 
 
 def _names_of(f: readers.InputFile, keys, level: str, *, holdout: bool) -> list[str]:
@@ -600,7 +631,8 @@ def print_plan(job: Job, out=None) -> None:
             action = "skip" if s.skip else "write"
             # a shard it skips is shown as committed: its name carries the recorded counts
             record = manifest.read_commit_record(job.output, s.shard) if s.skip else None
-            name = (record or {}).get("name") or f"{s.shard}_dc=?_sc=?_tc=?"
+            name = (record or {}).get("name") or (f"{s.shard}_dc=?_sc=?_tc=?"
+                                                  if job.counted_names else s.shard)
             print(f"    {action:5} {shown(name)}  ({shown(s.reason)})", file=out)
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None

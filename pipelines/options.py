@@ -22,6 +22,7 @@ subclasses that Beam itself would accept wherever they are imported.
 from __future__ import annotations
 
 import argparse
+import posixpath
 
 from dataio import errors, log
 from dataio import workers as local_workers
@@ -43,6 +44,14 @@ class InputOutputFlags:
                                  "it); local path or fsspec URL; repeatable")
         parser.add_argument("--output", default=None, metavar="DIR",
                             help="output folder (local path or fsspec URL)")
+        parser.add_argument("--output-prefix", default=None, metavar="P",
+                            help="Megatron's flag: one input file, its shards written as exactly "
+                                 "P_{key}_{level}.bin/.idx (no counts in the name; they stay in "
+                                 "the commit record, metadata and count --rename); the same as "
+                                 "--output dirname(P) --output-name basename(P)")
+        parser.add_argument("--output-name", default=None, metavar="NAME",
+                            help="one input file, its shards named NAME_{key}_{level} in "
+                                 "--output, without counts (what --output-prefix sets)")
         parser.add_argument("--output-layout", choices=["flat", "mirror"], default="flat",
                             help="flat (default): every shard directly in --output, named by "
                                  "its input's name (by its folders too, joined by _, where two "
@@ -92,13 +101,46 @@ class InputOutputFlags:
         if not self.input:
             raise OptionsError("--input is required: a glob, file or folder of JSONL/Parquet")
         if not self.output:
-            raise OptionsError("--output is required: the folder for the shards")
+            raise OptionsError("--output is required: the folder for the shards (or "
+                               "Megatron's --output-prefix P)")
+        name = getattr(self, "output_name", None)  # reshard has no such flag
+        if name is not None and (not name or "/" in name or name in (".", "..")):
+            raise OptionsError(f"--output-name {name!r}: give a file name without a folder "
+                               "(--output-prefix P: P must not end in /)")
         if not self.json_keys:
             raise OptionsError("--json-keys needs at least one key")
         fraction = getattr(self, "max_bad_fraction", 0.1)  # reshard has no such flag
         if fraction is None or not 0 <= fraction <= 1:
             raise OptionsError(f"--max-bad-fraction {fraction}: give a fraction of the records "
                                "from 0 to 1, e.g. 0.01")
+
+
+def expand_output_prefix(argv: list[str]) -> list[str]:
+    """Megatron's ``--output-prefix P`` as tokenbeam's flags: ``--output dirname(P)
+    --output-name basename(P)`` (the prefix's folder is the output folder; its control files,
+    ``_commits/``, ``_errors/``, the lock and ``NAME.metadata.json``, go there). Refused with
+    ``--output`` or ``--output-name`` (two places for one output)."""
+    found = [(i, a) for i, a in enumerate(argv)
+             if a == "--output-prefix" or a.startswith("--output-prefix=")]
+    if not found:
+        return list(argv)
+    if len(found) > 1:
+        raise OptionsError("--output-prefix given twice; give it once")
+    i, arg = found[0]
+    if arg == "--output-prefix":
+        if i + 1 >= len(argv):
+            raise OptionsError("--output-prefix needs a value: the path and name of the output "
+                               "without suffix, e.g. data/my-corpus")
+        prefix, rest = argv[i + 1], argv[:i] + argv[i + 2:]
+    else:
+        prefix, rest = arg.split("=", 1)[1], argv[:i] + argv[i + 1:]
+    for other in ("--output", "--output-name"):
+        if any(a == other or a.startswith(other + "=") for a in rest):
+            raise OptionsError(f"--output-prefix with {other}: give one of them (--output-prefix "
+                               "P writes P_{key}_{level}.bin/.idx; --output DIR writes "
+                               "{input name}_{key}_{level}_dc=.._sc=.._tc=...bin/.idx)")
+    folder, name = posixpath.split(prefix)
+    return rest + ["--output", folder or ".", "--output-name", name]
 
 
 class TokenizerFlags:
@@ -268,12 +310,29 @@ class RunFlags:
                                  "documents, MB, tokens, rates and an ETA; counted at batch "
                                  "ends, so at most one line per batch (--batch-documents). "
                                  "On a terminal with one worker: a live bar instead")
+        parser.add_argument("--partitions", type=int, default=1, metavar="N",
+                            help="Megatron's flag: 1 (its default) accepted; more refused: "
+                                 "Megatron then reads --input as a glob, deals its lines "
+                                 "round-robin into N files and merges their outputs in that "
+                                 "order; tokenbeam splits the work itself (--workers, "
+                                 "--split-bytes) and keeps input order")
+        parser.add_argument("--keep-sequential-samples", action="store_true",
+                            help="Megatron's flag (keep input order with --partitions > 1): "
+                                 "accepted, tokenbeam always keeps input order")
         parser.add_argument("--log-level", default=log.DEFAULT_LEVEL, choices=list(log.LEVELS),
                             help="tokenbeam's messages at this level and above (default info); "
                                  "debug also shows Beam's and other libraries' messages, which "
                                  "are hidden otherwise")
 
     def validate(self) -> None:
+        partitions = getattr(self, "partitions", 1)
+        if partitions != 1:
+            raise OptionsError(
+                f"--partitions {partitions}: not supported (Megatron deals the glob's lines "
+                "round-robin into partitions and merges them out of input order); leave it "
+                "out: tokenbeam splits the work itself over --workers (and --split-bytes) in "
+                "input order; for one dataset from several inputs tokenize them into --output "
+                "DIR and join them with python -m pipelines.merge")
         if self.log_interval < 0:
             raise OptionsError(f"--log-interval {self.log_interval}: give a number of "
                                "documents >= 1, or 0 for no progress")
@@ -511,13 +570,14 @@ def use_local_workers(options, workers: int) -> None:
 
 
 def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
-    """The number of local worker processes and why: ``--workers N`` as given; ``auto`` from
-    the tokenizer backend and the cores (dataio/workers.py)."""
+    """The number of local worker processes and why: ``--workers N`` as given, capped at the
+    useful number (cores, work items: Megatron users type 64 out of habit); ``auto`` from the
+    tokenizer backend and the cores (dataio/workers.py)."""
     requested = flags(options).workers
+    cores = local_workers.usable_cores()
     if requested != "auto":
-        return requested, "--workers"
-    return local_workers.auto_workers(backend=backend, cores=local_workers.usable_cores(),
-                                      items=items)
+        return local_workers.capped_workers(requested, cores=cores, items=items)
+    return local_workers.auto_workers(backend=backend, cores=cores, items=items)
 
 
 def help_parser(prog: str) -> argparse.ArgumentParser:

@@ -353,6 +353,7 @@ def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
     install_logging_filter()
     # Secrets leave argv before Beam sees it: Beam serialises every option into the job.
     argv, secrets = azure.prepare_argv(argv)
+    argv = opts.expand_output_prefix(argv)  # Megatron's --output-prefix P: --output-name
     # beam_free: tokenbeam's flags alone need no Beam (PipelineOptions come when a pipeline runs)
     options = ((opts.parse_flags(argv) if beam_free else None)
                or opts.parse(argv, groups=opts.GROUPS))

@@ -156,3 +156,17 @@ print("ok")
     from pipelines import _tokenize_plan as planner
 
     assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR  # the driver names every shard
+
+
+@pytest.mark.parametrize("requested, cores, items, expected, limit", [
+    (64, 2, 8, 2, "the 2 usable cores"), (64, 16, 3, 3, "the 3 work items"),
+    (4, 1, 1, 1, "the 1 usable core"), (2, 4, 8, 2, None), (8, 8, 8, 8, None)])
+def test_workers_given_capped_at_the_useful_number(requested, cores, items, expected, limit):
+    """Megatron's habitual --workers 64 on 2 cores ran 14x slower: capped, saying why."""
+    n, why = workers.capped_workers(requested, cores=cores, items=items)
+    assert n == expected
+    if limit is None:
+        assert why == "--workers"
+    else:
+        assert why == (f"--workers {requested} capped at {expected}: no more than {limit}; "
+                       "more processes only compete for the cores")
