@@ -22,9 +22,6 @@ sys.path.remove(FIXTURES)
 # their tests. THE INTEGRATOR REMOVES THIS SET AFTER MERGING, and gives each flag a case below.
 OWNED_ELSEWHERE_UNTIL_MERGED = {
     "--tokenizer-hf-include-special-tokens", "--tokenizer-hf-use-fast", "--trust-remote-code",
-    "--tokenizer-special-tokens", "--tokenizer-sentencepiece-legacy", "--vocab-extra-ids",
-    "--tokenizer-metadata", "--tiktoken-special-tokens", "--padded-vocab-size",
-    "--split-sentences", "--lang",
 }
 
 NULL = ["--input", "ids.jsonl", "--output-prefix", "out/ids", "--tokenizer-type",
@@ -32,6 +29,8 @@ NULL = ["--input", "ids.jsonl", "--output-prefix", "out/ids", "--tokenizer-type"
 GPT2 = ["--input", "corpus.jsonl", "--output-prefix", "out/corpus", "--tokenizer-type",
         "GPT2BPETokenizer", "--vocab-file", "gpt2/vocab.json", "--merge-file", "gpt2/merges.txt",
         "--legacy-tokenizer", "--workers", "1"]
+SPM = ["--input", "corpus.jsonl", "--output-prefix", "out/corpus", "--tokenizer-type",
+       "SentencePieceTokenizer", "--tokenizer-model", "spm/unigram.model", "--workers", "1"]
 TIKTOKEN = ["--input", "corpus.jsonl", "--output-prefix", "out/corpus", "--tokenizer-type",
             "TikTokenizer", "--tokenizer-model", "tiktoken/vocab.json", "--vocab-size", "2024",
             "--workers", "1"]
@@ -57,9 +56,23 @@ CASES = {
     "--tiktoken-pattern": (TIKTOKEN + ["--tiktoken-pattern", "v1"], None),
     "--tiktoken-num-special-tokens": (TIKTOKEN + ["--tiktoken-num-special-tokens", "1000"],
                                       None),
+    "--tokenizer-special-tokens": (TIKTOKEN + ["--tokenizer-special-tokens", "<unk>", "<s>",
+                                               "</s>", "<mask>", "<pad>", "<cls>", "<sep>"],
+                                   None),
+    "--tokenizer-sentencepiece-legacy": (SPM + ["--tokenizer-sentencepiece-legacy"], None),
+    "--vocab-extra-ids": (SPM + ["--vocab-extra-ids", "100"], None),
+    "--tokenizer-metadata": (TIKTOKEN + ["--tokenizer-metadata", "tiktoken/tokenizer_metadata.json"],
+                             None),
+    "--tiktoken-special-tokens": (TIKTOKEN + ["--tiktoken-special-tokens", "<x>"], None),
+    "--padded-vocab-size": (SPM + ["--padded-vocab-size", "70000"], None),
+    "--split-sentences": (SPM + ["--split-sentences"], None),
+    "--lang": (SPM + ["--split-sentences", "--lang", "english"], None),
 }
 REFUSED = {  # flag values Megatron accepts and tokenbeam refuses, with the equivalent named
     "--partitions": (NULL + ["--partitions", "4"], "--workers"),
+    # Megatron's SentencePiece wrapper raises without --tokenizer-sentencepiece-legacy
+    "--tokenizer-special-tokens": (SPM + ["--tokenizer-special-tokens", "<x>"],
+                                   "--tokenizer-sentencepiece-legacy"),
 }
 
 

@@ -35,7 +35,7 @@ def main(dest: str) -> None:
         fh.write("#version: 0.2\n")
         for merge in model["merges"]:
             fh.write((merge if isinstance(merge, str) else " ".join(merge)) + "\n")
-    for family, names in (("spm", ["unigram.model"]), ("tiktoken", ["vocab.json"]),
+    for family, names in (("spm", ["unigram.model"]), ("tiktoken", ["vocab.json", "tokenizer_metadata.json"]),
                           ("wordpiece", ["vocab.txt"])):
         os.makedirs(os.path.join(dest, family), exist_ok=True)
         for name in names:
