@@ -5,14 +5,17 @@ trained here (NLTK's punkt_tab format, under ``nltk_data/``), and what real Mega
 3.10.4 made of them with ``--split-sentences`` (with and without ``--keep-newlines`` and
 ``--append-eod``): its sentence lists (``corpus_ss.jsonl``) and its ``.bin/.idx``. The README
 there has the commands. The job runs with its default splitter and ``NLTK_DATA`` pointing at the
-model, as a Megatron user would install it, and must give the same bytes. The last test re-runs
-Megatron when a python for it and a checkout are given, and is skipped otherwise, saying why.
+model, as a Megatron user would install it, and must give the same bytes. The last two tests
+re-run Megatron (the committed variants; a generated document over Megatron's 1,000,000-character
+window, too large to commit) when a python for it and a checkout are given, and are skipped
+otherwise, saying why.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 
@@ -104,8 +107,7 @@ def test_job_is_byte_identical_to_megatron(tmp_path, capsys, megatron_nltk_data,
     assert not (out / "_errors").exists()
 
 
-@pytest.mark.slow  # runs Megatron-LM in subprocesses (about 2 minutes): see tests/conftest.py
-def test_live_megatron_split_sentences_matches(tmp_path):
+def _megatron_or_skip():
     python = os.environ.get("TOKENBEAM_MEGATRON_PYTHON")
     megatron_lm = os.environ.get("MEGATRON_LM")
     if not python or not megatron_lm:
@@ -113,6 +115,12 @@ def test_live_megatron_split_sentences_matches(tmp_path):
                     f"nltk {NLTK_VERSION}) and MEGATRON_LM (a Megatron-LM core_v0.16.1 checkout) "
                     "to re-run Megatron's tools/preprocess_data.py --split-sentences; the "
                     "committed output is compared without them")
+    return python, megatron_lm
+
+
+@pytest.mark.slow  # runs Megatron-LM in subprocesses (about 2 minutes): see tests/conftest.py
+def test_live_megatron_split_sentences_matches(tmp_path):
+    python, megatron_lm = _megatron_or_skip()
     out = tmp_path / "megatron"
     proc = subprocess.run(["bash", os.path.join(DATA, "run_megatron.sh"), str(out)],
                           env=dict(os.environ, MEGATRON_PYTHON=python, MEGATRON_LM=megatron_lm),
@@ -125,3 +133,47 @@ def test_live_megatron_split_sentences_matches(tmp_path):
             with open(out / variant / name, "rb") as f, \
                     open(os.path.join(DATA, variant, name), "rb") as g:
                 assert f.read() == g.read(), f"{variant}/{name} differs from the committed one"
+
+
+@pytest.mark.slow  # runs Megatron-LM in subprocesses (about a minute): see tests/conftest.py
+def test_live_megatron_million_character_window(tmp_path, capsys, megatron_nltk_data):
+    """A document over Megatron's 1,000,000-character window, cut mid-sentence there (too large
+    to commit: generated here, and compared only where Megatron can be re-run)."""
+    python, megatron_lm = _megatron_or_skip()
+    rng = random.Random(7)
+    words = ["the", "river", "stones", "People", "valley", "Dr.", "e.g.", "J.", "3.5", "rain"]
+    sentences = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 14))) + rng.choice(
+        [".", ".", "?", "!", '."']) for _ in range(23_000)]
+    text = "".join(s + rng.choice([" ", " ", "\n", "\n\n", "  "]) for s in sentences)
+    assert len(text) > ss.MEGATRON_WINDOW_CHARS + 10_000
+    assert not any(c.isspace() for c in text[ss.MEGATRON_WINDOW_CHARS - 1:][:2])  # mid-word
+    with open(tmp_path / "long.jsonl", "w", encoding="utf-8") as f:
+        f.write(json.dumps({"text": text}) + "\n" + json.dumps({"text": "One. Two."}) + "\n")
+    home = tmp_path / "home"
+    shutil.copytree(NLTK_DATA, home / "nltk_data")
+    env = {k: v for k, v in os.environ.items() if k != "NLTK_DATA"}
+    env.update(HOME=str(home), PYTHONPATH=megatron_lm)
+    for _ in range(2):  # --partitions 1: the first run only splits (see the fixture's README)
+        proc = subprocess.run(
+            [python, "-W", "ignore", os.path.join(megatron_lm, "tools", "preprocess_data.py"),
+             "--input", str(tmp_path / "long.jsonl"), "--output-prefix", str(tmp_path / "long"),
+             "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", TOKENIZER,
+             "--json-keys", "text", "--split-sentences", "--workers", "1", "--append-eod"],
+            env=env, capture_output=True, text=True, timeout=900, check=False)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    out = tmp_path / "out"
+    assert tokenize.run(["--input", str(tmp_path / "long.jsonl"), "--output", str(out),
+                         "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                         TOKENIZER, "--json-keys", "text", "--split-sentences", "--append-eod",
+                         "--log-interval", "0", "--workers", "1"]) == 0
+    names = [n[:-4] for n in os.listdir(out) if n.endswith(".idx")]
+    assert len(names) == 1
+    assert read_pair(str(out / names[0])) == read_pair(str(tmp_path / "long_text_sentence"))
+    # the window really cut a sentence: one ends at the window's edge, inside a word
+    (megatrons,) = _lines(tmp_path / "long_ss.jsonl")[:1]
+    assert ss.make_splitter(splitter="nltk", lang="english")(text) == megatrons
+    ends, pos = set(), 0
+    for sentence in megatrons:
+        pos = text.index(sentence, pos) + len(sentence)
+        ends.add(pos)
+    assert ss.MEGATRON_WINDOW_CHARS in ends
