@@ -40,7 +40,7 @@ VARIANTS = {  # committed folder: the flags given to both Megatron and the job
     "megatron_keep_newlines_no_eod": ["--keep-newlines"],
 }
 
-if nltk.__version__ != NLTK_VERSION:
+if nltk.__version__.split(".")[:2] != NLTK_VERSION.split(".")[:2]:  # setup.py pins 3.10.*
     pytest.skip(f"NLTK {nltk.__version__} is installed; the committed Megatron outputs were made "
                 f"with NLTK {NLTK_VERSION}, and punkt's sentences depend on the version",
                 allow_module_level=True)
