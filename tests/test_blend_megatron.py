@@ -24,6 +24,8 @@ import sys
 import numpy as np
 import pytest
 
+import megatron_live
+
 from dataio import indexed, naming
 from pipelines import blend
 
@@ -32,12 +34,7 @@ SAMPLES = 5000
 SEQUENCE_LENGTH = 8
 
 
-def megatron_python() -> str | None:
-    explicit = os.environ.get("TOKENBEAM_MEGATRON_PYTHON")
-    if explicit:
-        return explicit
-    cached = os.path.join(ROOT, ".cache", "megatron-venv", "bin", "python")
-    return cached if os.path.exists(cached) else None
+megatron_python = megatron_live.megatron_python
 
 
 # Runs under the megatron python: argv = cache folder, then DATA_PATH as bash reads it.

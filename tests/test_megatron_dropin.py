@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+import megatron_live
+
 pytestmark = pytest.mark.slow
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,22 +125,10 @@ def test_workers_above_the_useful_number_capped_with_one_line(inputs, tmp_path):
                      "more processes only compete for the cores)"], done.stderr
 
 
-def _megatron() -> tuple[str, str] | None:
-    lm = os.environ.get("MEGATRON_LM", "/work/megatron-lm-0.16.1")
-    python = os.environ.get("MEGATRON_PYTHON", "/work/megatron-venv/bin/python")
-    if os.path.isfile(os.path.join(lm, "tools", "preprocess_data.py")) and os.path.exists(python):
-        return lm, python
-    return None
-
-
 def test_fixture_is_what_megatron_writes_now(inputs, tmp_path):
     """A live re-run of one case (HuggingFace, the one every Megatron python can run) where
     Megatron is there: the committed outputs are still what it writes."""
-    found = _megatron()
-    if found is None:
-        pytest.skip("no Megatron-LM core_v0.16.1 here (set MEGATRON_LM and MEGATRON_PYTHON): "
-                    "the committed outputs stand")
-    lm, python = found
+    python, lm = megatron_live.live_or_skip()
     args = CASES["hf"]
     work = tmp_path / "work"
     shutil.copytree(inputs, work)

@@ -21,6 +21,8 @@ import subprocess
 
 import pytest
 
+import megatron_live
+
 from megatron_reference import read_pair
 from pipelines import tokenize
 from transforms import sentences as ss
@@ -108,14 +110,7 @@ def test_job_is_byte_identical_to_megatron(tmp_path, capsys, megatron_nltk_data,
 
 
 def _megatron_or_skip():
-    python = os.environ.get("TOKENBEAM_MEGATRON_PYTHON")
-    megatron_lm = os.environ.get("MEGATRON_LM")
-    if not python or not megatron_lm:
-        pytest.skip("set TOKENBEAM_MEGATRON_PYTHON (a python with megatron-core 0.16.1, torch and "
-                    f"nltk {NLTK_VERSION}) and MEGATRON_LM (a Megatron-LM core_v0.16.1 checkout) "
-                    "to re-run Megatron's tools/preprocess_data.py --split-sentences; the "
-                    "committed output is compared without them")
-    return python, megatron_lm
+    return megatron_live.live_or_skip(f"nltk {NLTK_VERSION}")
 
 
 @pytest.mark.slow  # runs Megatron-LM in subprocesses (about 2 minutes): see tests/conftest.py

@@ -19,6 +19,8 @@ import shutil
 import numpy as np
 import pytest
 
+import megatron_live
+
 from dataio import indexed
 from megatron_reference import megatron_documents, read_pair, reference_write
 from pipelines import options as opts
@@ -218,14 +220,7 @@ LIVE = [p for p in VARIANTS if p.values[1].endswith(("_special", "_ignored", "_s
 
 
 def _megatron():
-    """(python, Megatron-LM checkout) from MEGATRON_PYTHON / MEGATRON_LM, or skip saying why."""
-    python, checkout = os.environ.get("MEGATRON_PYTHON"), os.environ.get("MEGATRON_LM")
-    if not (python and checkout and os.path.exists(python)
-            and os.path.exists(os.path.join(checkout, "tools", "preprocess_data.py"))):
-        pytest.skip("no live Megatron: set MEGATRON_PYTHON (megatron-core 0.16.1, torch, "
-                    "sentencepiece) and MEGATRON_LM (a core_v0.16.1 checkout); the stored "
-                    "outputs are checked without it")
-    return python, checkout
+    return megatron_live.live_or_skip("sentencepiece")
 
 
 @pytest.mark.slow  # imports torch and megatron once (seconds to a minute)

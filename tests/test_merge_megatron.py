@@ -16,6 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
+import megatron_live
+
 from dataio import indexed
 from megatron_reference import read_pair
 from pipelines import merge
@@ -89,12 +91,7 @@ def test_output_and_output_prefix_exclude_each_other(tmp_path, capsys):
 
 @pytest.mark.slow  # runs Megatron-LM in a subprocess: see tests/conftest.py
 def test_live_megatron_merge_datasets_matches(tmp_path, capsys):
-    python = os.environ.get("TOKENBEAM_MEGATRON_PYTHON")
-    megatron_lm = os.environ.get("MEGATRON_LM")
-    if not python or not megatron_lm:
-        pytest.skip("set TOKENBEAM_MEGATRON_PYTHON (a python with megatron-core 0.16.1) and "
-                    "MEGATRON_LM (a Megatron-LM core_v0.16.1 checkout) to re-run Megatron's "
-                    "tools/merge_datasets.py; the committed output is compared without them")
+    python, megatron_lm = megatron_live.live_or_skip()
     inputs = _inputs_copy(tmp_path)
     (tmp_path / "megatron").mkdir()
     theirs = str(tmp_path / "megatron" / "merged")

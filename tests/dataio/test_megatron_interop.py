@@ -23,6 +23,7 @@ import pytest
 
 from dataio import indexed as ix
 from pipelines import validate as validate_cli
+from tests import megatron_live
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "tests", "data", "megatron")
@@ -250,12 +251,7 @@ def test_vocab_and_eod_checks_on_megatron_file():
 # tokenbeam's files -> megatron-core's reader
 
 
-def megatron_python() -> str | None:
-    explicit = os.environ.get("TOKENBEAM_MEGATRON_PYTHON")
-    if explicit:
-        return explicit
-    cached = os.path.join(ROOT, ".cache", "megatron-venv", "bin", "python")
-    return cached if os.path.exists(cached) else None
+megatron_python = megatron_live.megatron_python
 
 
 # Runs under the megatron python: reads each prefix with megatron-core's IndexedDataset and

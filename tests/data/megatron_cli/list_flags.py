@@ -3,8 +3,8 @@ taken from the real parser (get_args() with parse_args intercepted), one line ea
 FLAG <TAB> nargs <TAB> the argparse action (store, store_true, ...) <TAB> the default.
 Not run by the tests (they read flags.tsv). Run with Megatron's python:
 
-  PYTHONPATH=/work/megatron-lm-0.16.1 /work/megatron-venv/bin/python \
-    tests/data/megatron_cli/list_flags.py /work/megatron-lm-0.16.1 > tests/data/megatron_cli/flags.tsv
+  PYTHONPATH=$MEGATRON_LM $MEGATRON_PYTHON \
+    tests/data/megatron_cli/list_flags.py $MEGATRON_LM > tests/data/megatron_cli/flags.tsv
 """
 
 import argparse

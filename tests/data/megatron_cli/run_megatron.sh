@@ -6,7 +6,7 @@
 # .bin/.idx). tests/test_megatron_dropin.py runs `tokenbeam-tokenize ARGS` with the same ARGS
 # and compares the files byte for byte. Not run by the tests: the outputs are committed.
 #
-#   MEGATRON_LM=/work/megatron-lm-0.16.1 MEGATRON_PYTHON=/work/megatron-venv/bin/python \
+#   MEGATRON_LM=/path/to/Megatron-LM MEGATRON_PYTHON=/path/to/venv/bin/python \
 #   [EXTRA_PYTHONPATH=/folder/with/sentencepiece/and/tiktoken] \
 #   bash tests/data/megatron_cli/run_megatron.sh
 #
