@@ -138,6 +138,15 @@ class TokenizerFlags:
                             metavar="TOKEN",
                             help="refused: Megatron core_v0.16.1 accepts it but ignores it; "
                                  "use --tokenizer-special-tokens")
+        parser.add_argument("--tokenizer-hf-include-special-tokens", action="store_true",
+                            help="HuggingFaceTokenizer: Megatron's flag, ids of tokenizer(text) "
+                                 "(the special tokens its post-processor adds, e.g. BOS); the "
+                                 "same as --add-special-tokens")
+        parser.add_argument("--tokenizer-hf-use-fast", action="store_true",
+                            help="HuggingFaceTokenizer: accepted, changes nothing (transformers "
+                                 "5 always loads the fast tokenizer, as Megatron's does)")
+        parser.add_argument("--trust-remote-code", action="store_true",
+                            help="refused: tokenbeam never runs a folder's Python code")
         parser.add_argument("--append-eod", action="store_true",
                             help="append the EOD id to every non-empty document")
         parser.add_argument("--eod-id", type=int, default=None,
@@ -162,9 +171,19 @@ class TokenizerFlags:
             raise OptionsError("--tiktoken-special-tokens is ignored by Megatron core_v0.16.1's "
                                "preprocess_data.py; give the tokens as "
                                "--tokenizer-special-tokens")
-        if self.tokenizer_special_tokens and kind not in tk.TIKTOKEN_KINDS:
-            raise OptionsError(f"--tokenizer-special-tokens is supported for TikTokenizer only, "
-                               f"not {kind}; leave it out")
+        if self.tokenizer_special_tokens and kind not in tk.TIKTOKEN_KINDS + tk.HF_KINDS:
+            raise OptionsError(f"--tokenizer-special-tokens is supported for TikTokenizer and "
+                               f"HuggingFaceTokenizer only, not {kind}; leave it out")
+        if self.trust_remote_code:
+            raise OptionsError("--trust-remote-code: tokenbeam never runs a tokenizer folder's "
+                               "own Python code; use a folder whose tokenizer_class transformers "
+                               "has built in (a tokenizer.json with its configs)")
+        if (self.tokenizer_hf_include_special_tokens or self.tokenizer_hf_use_fast) \
+                and kind not in tk.HF_KINDS:
+            flag = ("--tokenizer-hf-include-special-tokens"
+                    if self.tokenizer_hf_include_special_tokens else "--tokenizer-hf-use-fast")
+            raise OptionsError(f"{flag} is supported for HuggingFaceTokenizer only, not "
+                               f"{kind}; leave it out")
         if kind in tk.WORDPIECE_KINDS and not self.legacy_tokenizer:
             raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: Megatron "
                                "core_v0.16.1's default path loads a bert-large tokenizer from "
@@ -178,6 +197,7 @@ class TokenizerFlags:
                                 # Megatron's legacy HF class calls tokenizer(text): special
                                 # tokens added, as the default path's include-special flag
                                 add_special_tokens=self.add_special_tokens or (
+                                    self.tokenizer_hf_include_special_tokens) or (
                                     self.legacy_tokenizer and kind in tk.HF_KINDS),
                                 eod_id=self.eod_id,
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,
