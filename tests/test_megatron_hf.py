@@ -187,3 +187,27 @@ def test_live_megatron_rerun_gives_the_stored_bytes(tmp_path):
                     str(tmp_path / "out")], check=True, timeout=600, capture_output=True)
     for p in rows:
         assert read_pair(str(tmp_path / "out" / p.values[0] / OUT)) == _expected(p.values[1])
+
+
+@pytest.mark.slow  # a whole tokenize job
+def test_token_without_id_is_a_bad_record_as_megatron_fails(tmp_path):
+    """A folder with no unk_token whose model emits a piece outside its vocabulary (T5's
+    Unigram on a character it never saw): convert_tokens_to_ids gives None and Megatron's
+    builder raises TypeError, ending its job. tokenbeam sends that record to _errors with the
+    reason, and keeps the reference backend for the folder (the Rust ones would give ids)."""
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    shutil.copy(os.path.join(DATA, "t5", "tokenizer.json"), folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text('{"eos_token": "</s>"}')
+    (tmp_path / "in.jsonl").write_text('{"text": "plain text"}\n'
+                                       '{"text": "a snowman \\u2603 here"}\n')
+    out = tmp_path / "out"
+    assert tokenize.run(["--input", str(tmp_path / "in.jsonl"), "--output", str(out),
+                         "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                         str(folder), "--append-eod", "--max-bad-fraction", "1",
+                         "--log-interval", "0"]) == 0
+    (errors,) = os.listdir(out / "_errors")
+    record = json.loads((out / "_errors" / errors).read_text().splitlines()[0])
+    assert record["line"] == 2 and "names no unk_token" in record["reason"]
+    with open(out / "metadata.json", encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["backend"] == "reference"

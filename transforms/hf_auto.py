@@ -134,5 +134,11 @@ def token_id(hf, token) -> int | None:
 def megatron_ids(hf, texts, *, include_special: bool) -> list[list[int]]:
     """Megatron's ``text_to_ids`` of each text."""
     if include_special:
-        return [hf(text).input_ids for text in texts]
-    return [hf.convert_tokens_to_ids(hf.tokenize(text)) for text in texts]
+        out = [hf(text).input_ids for text in texts]
+    else:
+        out = [hf.convert_tokens_to_ids(hf.tokenize(text)) for text in texts]
+    for ids in out:
+        if None in ids:  # Megatron's indexed-dataset builder fails on it too
+            raise ValueError("a token of this text has no id and the folder names no "
+                             "unk_token (Megatron's preprocess_data.py fails on this text too)")
+    return out

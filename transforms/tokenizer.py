@@ -1337,7 +1337,16 @@ def self_check(fast: Tokenizer, reference: Tokenizer, samples: Sequence[str]) ->
     texts = list(ADVERSARIAL) + list(ROUTING_PROBES) + probe_texts(reference) + [
         s[:SAMPLE_CHARS] for s in samples]
     got_ids, got_lengths = fast.encode_batch(texts)
-    want_ids, want_lengths = reference.encode_batch(texts)
+    try:
+        want_ids, want_lengths = reference.encode_batch(texts)
+    except Exception:  # noqa: BLE001 - the reference refuses a text: which, and why
+        for i, text in enumerate(texts):
+            try:
+                reference.encode_batch([text])
+            except Exception as exc:  # noqa: BLE001
+                return (f"text {i} ({text[:40]!r}...): the reference fails on it ({exc}), "
+                        "the fast one does not")
+        raise
     if np.array_equal(got_lengths, want_lengths) and np.array_equal(
             np.asarray(got_ids, dtype=np.int64), np.asarray(want_ids, dtype=np.int64)):
         return None
@@ -1400,7 +1409,8 @@ def _check_fast(spec: TokenizerSpec, reference: Tokenizer,
     except ImportError:
         return "gigatoken is not installed (pip install 'tokenbeam[fast]')", ""
     except Exception as exc:  # noqa: BLE001 - any load failure means "not supported"
-        return f"gigatoken does not support this tokenizer ({type(exc).__name__}: {exc})", ""
+        first = (str(exc).strip().splitlines() or [""])[0]  # Rust errors add a location
+        return f"gigatoken does not support this tokenizer ({type(exc).__name__}: {first})", ""
     why_not = self_check(fast, reference, samples)
     if why_not:
         return f"self-check found different ids: {why_not}", ""
