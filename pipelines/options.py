@@ -203,8 +203,10 @@ class TokenizerFlags:
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,
                                 legacy=self.legacy_tokenizer, tiktoken_pattern=pattern,
                                 tiktoken_num_special_tokens=self.tiktoken_num_special_tokens,
+                                # Megatron's legacy HuggingFace class ignores them
                                 special_tokens=tuple(self.tokenizer_special_tokens)
-                                if self.tokenizer_special_tokens else None)
+                                if self.tokenizer_special_tokens and not (
+                                    kind in tk.HF_KINDS and self.legacy_tokenizer) else None)
 
 
 class SegmentationFlags:

@@ -98,11 +98,16 @@ def local_file(path: str | None) -> str | None:
 
 
 def load(folder: str, *, vocab_file: str | None = None, merge_file: str | None = None,
-         special_tokens: tuple[str, ...] | None = None):
+         special_tokens: tuple[str, ...] | None = None, legacy: bool = False):
     """The transformers tokenizer Megatron's HuggingFaceTokenizer ends up with (its
-    ``self.tokenizer``), for a local ``folder``; see the module docstring."""
+    ``self.tokenizer``), for a local ``folder``; see the module docstring. ``legacy``:
+    ``--legacy-tokenizer``'s class (``megatron.training.tokenizer._HuggingFaceTokenizer``),
+    which loads the folder alone: no vocab/merge files, no fallbacks, no extra special tokens
+    (its EOD is ``eos_token_id``, None without an eos)."""
     transformers = quiet_transformers()
     kwargs = {"local_files_only": True, "trust_remote_code": False}
+    if legacy:
+        return transformers.AutoTokenizer.from_pretrained(folder, **kwargs)
     # as Megatron passes them (its keyword for the merges is "merge_files")
     if vocab_file is not None:
         kwargs["vocab_file"] = vocab_file

@@ -401,7 +401,7 @@ class _RustTokenizer(Tokenizer):
 
 class HuggingFaceTokenizer(Tokenizer):
     """The reference for a HuggingFace folder: transformers' AutoTokenizer as Megatron builds
-    and calls it (transforms/hf_folder.py). ``backend`` is the ``tokenizers.Tokenizer`` it ended
+    and calls it (transforms/hf_auto.py). ``backend`` is the ``tokenizers.Tokenizer`` it ended
     up with (config effects included), which :class:`HFBackendTokenizer` and gigatoken encode
     with wherever the self-check finds them identical."""
 
@@ -421,8 +421,8 @@ class HuggingFaceTokenizer(Tokenizer):
                          if os.path.basename(p) != "tokenizer.json"]]
         local = hf_auto.local_folder(folder, files, tokenizer_json=path)
         self._hf = hf_auto.load(local, vocab_file=hf_auto.local_file(spec.vocab_file),
-                                      merge_file=hf_auto.local_file(spec.merge_file),
-                                      special_tokens=spec.special_tokens)
+                                merge_file=hf_auto.local_file(spec.merge_file),
+                                special_tokens=spec.special_tokens, legacy=spec.legacy)
         self._tok = self._hf.backend_tokenizer
         self.library_version = transformers.__version__
         self.tokenizers_version = tokenizers.__version__

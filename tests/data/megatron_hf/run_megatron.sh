@@ -50,6 +50,15 @@ preprocess gpt_neox_special_tokens_eod --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model gpt_neox --tokenizer-special-tokens "<|tok_a|>" the --append-eod
 preprocess qwen2_special_tokens_eod --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model qwen2 --tokenizer-special-tokens "<|im_start|>" "<|new|>" --append-eod
+# --legacy-tokenizer: megatron.training's class, AutoTokenizer alone and tokenizer(text).input_ids,
+# EOD = eos_token_id (no sep fallback: BERT without --append-eod), --tokenizer-special-tokens unread
+preprocess t5_legacy_eod --tokenizer-type HuggingFaceTokenizer --tokenizer-model t5 --append-eod \
+  --legacy-tokenizer
+preprocess bert_lower_true_legacy --tokenizer-type HuggingFaceTokenizer \
+  --tokenizer-model bert_lower_true --legacy-tokenizer
+preprocess gpt_neox_special_tokens_legacy_eod --tokenizer-type HuggingFaceTokenizer \
+  --tokenizer-model gpt_neox --tokenizer-special-tokens "<|tok_a|>" the --append-eod \
+  --legacy-tokenizer
 
 "$MEGATRON_PYTHON" -W ignore "$here/../megatron_tokenizers/megatron_driver.py" "$MEGATRON_LM" \
   "$work/variants.tsv" "$work/out" || { tail -n 30 "$work/out"/*.log; exit 1; }
