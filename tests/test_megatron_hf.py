@@ -48,7 +48,7 @@ def _flags(flags):
     """Megatron's flags as tokenbeam takes them (same names), the folder made absolute."""
     out = list(flags)
     for i, flag in enumerate(out[:-1]):
-        if flag == "--tokenizer-model":
+        if flag in ("--tokenizer-model", "--vocab-file", "--merge-file"):
             out[i + 1] = os.path.join(DATA, out[i + 1])
     return out
 

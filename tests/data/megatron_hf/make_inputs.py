@@ -2,7 +2,7 @@
 
 Run with tokenbeam's environment from the repository root::
 
-    .venv/bin/python tests/data/megatron_hf/make_inputs.py
+    .venv/bin/python tests/data/megatron_hf/make_inputs.py [--retrain]
 
 Writes, next to this file:
 
@@ -10,8 +10,10 @@ Writes, next to this file:
   eight scripts and the adversarial ones) followed by records aimed at HuggingFace folders:
   each family's special-token strings written in text, an unknown-token literal, upper case
   for ``do_lower_case``, words that a config names as special tokens.
-- one folder per case (``FOLDERS`` below): a ``tokenizer.json`` trained here with the
-  ``tokenizers`` library on the corpus, and a ``tokenizer_config.json`` (some also a
+- ``other_vocab.txt``, ``other_merges.txt``: files for ``--vocab-file``/``--merge-file``
+  given beside a folder.
+- one folder per case (``main`` below): a ``tokenizer.json`` trained here with the
+  ``tokenizers`` library on the corpus (kept when it exists: see ``write_folder``), and a ``tokenizer_config.json`` (some also a
   ``special_tokens_map.json``) that mimics a model family's, or one effect of a config.
 
 ``run_megatron.sh`` then runs Megatron-LM's ``tools/preprocess_data.py`` on each folder.
@@ -21,11 +23,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import processors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+RETRAIN = "--retrain" in sys.argv[1:]
 BASE_CORPUS = os.path.join(os.path.dirname(HERE), "megatron_tokenizers", "corpus.jsonl")
 
 HF_RECORDS = [
@@ -101,11 +105,18 @@ def unigram(texts, *, vocab=500):
 
 
 def write_folder(name: str, tok: Tokenizer, config: dict, special_map: dict | None = None):
+    """The folder's configs; its tokenizer.json only when missing (or with --retrain): the
+    trainers of WordPiece, Unigram and BPE with many special tokens break ties in Rust's hash
+    order, so a new training gives another vocabulary, and Megatron's outputs would have to be
+    made again (run_megatron.sh)."""
     folder = os.path.join(HERE, name)
     os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "tokenizer.json")
     for old in os.listdir(folder):
-        os.remove(os.path.join(folder, old))
-    tok.save(os.path.join(folder, "tokenizer.json"), pretty=False)
+        if old != "tokenizer.json" or RETRAIN:
+            os.remove(os.path.join(folder, old))
+    if not os.path.exists(path):
+        tok.save(path, pretty=False)
     with open(os.path.join(folder, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=1, ensure_ascii=False)
         f.write("\n")
@@ -121,6 +132,11 @@ def main() -> None:
         for i, text in enumerate(texts):
             f.write(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n")
     train = [t[:2000] for t in _flat(texts)]
+    # --vocab-file / --merge-file given with a folder (Megatron hands them to AutoTokenizer)
+    with open(os.path.join(HERE, "other_vocab.txt"), "w", encoding="utf-8") as f:
+        f.write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\nthe\n##s\n")
+    with open(os.path.join(HERE, "other_merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\nt h\nth e\n")
 
     llama = llama_bpe(train)
     for legacy in (True, False):

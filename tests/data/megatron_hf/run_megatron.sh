@@ -50,6 +50,11 @@ preprocess gpt_neox_special_tokens_eod --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model gpt_neox --tokenizer-special-tokens "<|tok_a|>" the --append-eod
 preprocess qwen2_special_tokens_eod --tokenizer-type HuggingFaceTokenizer \
   --tokenizer-model qwen2 --tokenizer-special-tokens "<|im_start|>" "<|new|>" --append-eod
+# --vocab-file/--merge-file with a folder: handed to AutoTokenizer (which keeps tokenizer.json's)
+preprocess bert_lower_true_vocab_file_eod --tokenizer-type HuggingFaceTokenizer \
+  --tokenizer-model bert_lower_true --vocab-file other_vocab.txt --append-eod
+preprocess gpt_neox_vocab_merge_files_eod --tokenizer-type HuggingFaceTokenizer \
+  --tokenizer-model gpt_neox --vocab-file other_vocab.txt --merge-file other_merges.txt --append-eod
 # --legacy-tokenizer: megatron.training's class, AutoTokenizer alone and tokenizer(text).input_ids,
 # EOD = eos_token_id (no sep fallback: BERT without --append-eod), --tokenizer-special-tokens unread
 preprocess t5_legacy_eod --tokenizer-type HuggingFaceTokenizer --tokenizer-model t5 --append-eod \
