@@ -13,8 +13,9 @@ Writes, next to this file:
 - ``other_vocab.txt``, ``other_merges.txt``: files for ``--vocab-file``/``--merge-file``
   given beside a folder.
 - one folder per case (``main`` below): a ``tokenizer.json`` trained here with the
-  ``tokenizers`` library on the corpus (kept when it exists: see ``write_folder``), and a ``tokenizer_config.json`` (some also a
-  ``special_tokens_map.json``) that mimics a model family's, or one effect of a config.
+  ``tokenizers`` library on the corpus (kept when it exists: see ``write_folder``), and a
+  ``tokenizer_config.json`` (some also a ``special_tokens_map.json``) that mimics a model
+  family's, or one effect of a config.
 
 ``run_megatron.sh`` then runs Megatron-LM's ``tools/preprocess_data.py`` on each folder.
 """
