@@ -160,12 +160,21 @@ def test_tokenize_job_identical_to_megatron(tmp_path, name, stored, flags):
     (["--trust-remote-code"], "--trust-remote-code: tokenbeam never runs"),
     (["--tokenizer-backend", "fast", "--tokenizer-hf-include-special-tokens"],
      "--tokenizer-backend fast"),
+    ([], "names its own tokenizer code (auto_map)"),  # Megatron: transformers' ValueError
 ])
 def test_refusals_are_one_line_and_status_2(tmp_path, capsys, flags, message):
     (tmp_path / "in.jsonl").write_text('{"text": "a b"}\n')
+    folder = os.path.join(DATA, "qwen2")
+    if not flags:  # a folder whose config asks for its own code
+        folder = tmp_path / "custom"
+        folder.mkdir()
+        shutil.copy(os.path.join(DATA, "qwen2", "tokenizer.json"), folder / "tokenizer.json")
+        (folder / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "MyTokenizer", "auto_map": {"AutoTokenizer": ["t.MyTokenizer",
+                                                                             None]}}))
     status = tokenize.run(["--input", str(tmp_path / "in.jsonl"), "--output",
                            str(tmp_path / "out"), "--tokenizer-type", "HuggingFaceTokenizer",
-                           "--tokenizer-model", os.path.join(DATA, "qwen2"), *flags])
+                           "--tokenizer-model", str(folder), *flags])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err

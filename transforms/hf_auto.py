@@ -97,6 +97,22 @@ def local_file(path: str | None) -> str | None:
     return target
 
 
+def custom_code(folder: str) -> str | None:
+    """The config file of ``folder`` that names its own tokenizer code (``auto_map``, what
+    ``--trust-remote-code`` would run), or None. tokenbeam never runs such code."""
+    import json
+
+    for name in ("tokenizer_config.json", "config.json"):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and "auto_map" in config:
+            return name
+    return None
+
+
 def load(folder: str, *, vocab_file: str | None = None, merge_file: str | None = None,
          special_tokens: tuple[str, ...] | None = None, legacy: bool = False):
     """The transformers tokenizer Megatron's HuggingFaceTokenizer ends up with (its

@@ -410,7 +410,12 @@ class HuggingFaceTokenizer(Tokenizer):
     def __init__(self, spec: TokenizerSpec):
         import tokenizers
 
-        transformers = hf_auto.quiet_transformers()
+        try:
+            transformers = hf_auto.quiet_transformers()
+        except ImportError:
+            raise TokenizerConfigError("HuggingFaceTokenizer needs transformers 5 (pip install "
+                                       "'transformers>=5.24,<6'): Megatron loads the folder "
+                                       "with its AutoTokenizer") from None
         folder = hf_folder(spec.model)
         path = spec.model if spec.model.endswith(".json") else os.path.join(folder, "tokenizer.json")
         if not fsutil.exists(path):
@@ -420,9 +425,25 @@ class HuggingFaceTokenizer(Tokenizer):
         files = [path, *[p for p in hf_auto.folder_files(folder)
                          if os.path.basename(p) != "tokenizer.json"]]
         local = hf_auto.local_folder(folder, files, tokenizer_json=path)
-        self._hf = hf_auto.load(local, vocab_file=hf_auto.local_file(spec.vocab_file),
-                                merge_file=hf_auto.local_file(spec.merge_file),
-                                special_tokens=spec.special_tokens, legacy=spec.legacy)
+        if custom := hf_auto.custom_code(local):
+            raise TokenizerConfigError(
+                f"--tokenizer-model {spec.model}: its {custom} names its own tokenizer code "
+                "(auto_map), which tokenbeam never runs (Megatron only with "
+                "--trust-remote-code); use a folder whose tokenizer_class transformers has "
+                "built in")
+        try:
+            self._hf = hf_auto.load(local, vocab_file=hf_auto.local_file(spec.vocab_file),
+                                    merge_file=hf_auto.local_file(spec.merge_file),
+                                    special_tokens=spec.special_tokens, legacy=spec.legacy)
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
+            if not all(_parses(p) for p in files):
+                raise  # a damaged file: named by _load_reference
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise TokenizerConfigError(
+                f"--tokenizer-model {spec.model}: transformers' AutoTokenizer cannot load this "
+                f"folder ({type(exc).__name__}: {first}); Megatron loads it the same way, so "
+                "fix its tokenizer_config.json (e.g. a tokenizer_class transformers 5 "
+                "has)") from None
         self._tok = self._hf.backend_tokenizer
         self.library_version = transformers.__version__
         self.tokenizers_version = tokenizers.__version__
