@@ -159,8 +159,10 @@ class TokenizerFlags:
                                  "65500, else int32")
         parser.add_argument("--tokenizer-backend", default="auto",
                             choices=["auto", "reference", "fast"],
-                            help="reference: tokenizers/sentencepiece; fast: gigatoken where it "
-                                 "gives identical ids; auto: fast only after a self-check passes")
+                            help="reference: the library Megatron runs (transformers for "
+                                 "HuggingFace folders, sentencepiece, ...); fast: gigatoken "
+                                 "where it gives identical ids; auto: fast (else a HuggingFace "
+                                 "folder's own Rust tokenizer) only after a self-check passes")
 
     def validate(self) -> None:
         self.tokenizer_spec()  # raises OptionsError / TokenizerConfigError naming the flag
