@@ -445,6 +445,10 @@ class HuggingFaceTokenizer(Tokenizer):
                 "fix its tokenizer_config.json (e.g. a tokenizer_class transformers 5 "
                 "has)") from None
         self._tok = self._hf.backend_tokenizer
+        # transformers' calls run without truncation or padding and leave its Rust tokenizer
+        # so after the first call; set so now, for the backends that encode with it directly
+        self._tok.no_truncation()
+        self._tok.no_padding()
         self.library_version = transformers.__version__
         self.tokenizers_version = tokenizers.__version__
         self.vocab_size = len(self._hf)

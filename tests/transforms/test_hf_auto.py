@@ -89,3 +89,23 @@ def test_transformers_is_imported_quietly(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                           cwd=root, timeout=300)
     assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == "", proc.stderr
+
+
+def test_truncation_in_tokenizer_json_is_not_applied(tmp_path):
+    """A tokenizer.json that carries a truncation (max_length 8, as some folders ship):
+    Megatron's tokenize() never truncates, and neither does any backend here."""
+    import dataclasses
+
+    with open(os.path.join(DATA, "phi", "tokenizer.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    config["truncation"] = {"direction": "Right", "max_length": 8, "strategy": "LongestFirst",
+                            "stride": 0}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(config))
+    (tmp_path / "tokenizer_config.json").write_text('{"eos_token": "<|endoftext|>"}')
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=str(tmp_path))
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    tk.load_tokenizer.cache_clear()  # the Rust backends first: before any transformers call
+    got = {b: _ids(tk.load_tokenizer(dataclasses.replace(spec, backend=b)), [text])
+           for b in ("tokenizers", "fast")}
+    want = _ids(tk.load_tokenizer(spec), [text])
+    assert len(want[0]) > 8 and got == {"tokenizers": want, "fast": want}
