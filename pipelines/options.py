@@ -201,6 +201,15 @@ class TokenizerFlags:
         parser.add_argument("--padded-vocab-size", type=int, default=None, metavar="N",
                             help="ignored, as by Megatron's preprocess_data.py: the dtype "
                                  "follows the tokenizer's own vocabulary size")
+        parser.add_argument("--tokenizer-hf-include-special-tokens", action="store_true",
+                            help="HuggingFaceTokenizer: Megatron's flag, ids of tokenizer(text) "
+                                 "(the special tokens its post-processor adds, e.g. BOS); the "
+                                 "same as --add-special-tokens")
+        parser.add_argument("--tokenizer-hf-use-fast", action="store_true",
+                            help="HuggingFaceTokenizer: accepted, changes nothing (transformers "
+                                 "5 always loads the fast tokenizer, as Megatron's does)")
+        parser.add_argument("--trust-remote-code", action="store_true",
+                            help="refused: tokenbeam never runs a folder's Python code")
         parser.add_argument("--append-eod", action="store_true",
                             help="append the EOD id to every non-empty document")
         parser.add_argument("--eod-id", type=int, default=None,
@@ -213,8 +222,10 @@ class TokenizerFlags:
                                  "65500, else int32")
         parser.add_argument("--tokenizer-backend", default="auto",
                             choices=["auto", "reference", "fast"],
-                            help="reference: tokenizers/sentencepiece; fast: gigatoken where it "
-                                 "gives identical ids; auto: fast only after a self-check passes")
+                            help="reference: the library Megatron runs (transformers for "
+                                 "HuggingFace folders, sentencepiece, ...); fast: gigatoken "
+                                 "where it gives identical ids; auto: fast (else a HuggingFace "
+                                 "folder's own Rust tokenizer) only after a self-check passes")
 
     def validate(self) -> None:
         self.tokenizer_spec()  # raises OptionsError / TokenizerConfigError naming the flag
@@ -227,6 +238,16 @@ class TokenizerFlags:
             append_eod=self.append_eod)
         if self.tokenizer_metadata and not self.legacy_tokenizer:
             tkf.check_megatron_metadata(kind, self.tokenizer_metadata)
+        if self.trust_remote_code:
+            raise OptionsError("--trust-remote-code: tokenbeam never runs a tokenizer folder's "
+                               "own Python code; use a folder whose tokenizer_class transformers "
+                               "has built in (a tokenizer.json with its configs)")
+        if (self.tokenizer_hf_include_special_tokens or self.tokenizer_hf_use_fast) \
+                and kind not in tk.HF_KINDS:
+            flag = ("--tokenizer-hf-include-special-tokens"
+                    if self.tokenizer_hf_include_special_tokens else "--tokenizer-hf-use-fast")
+            raise OptionsError(f"{flag} is supported for HuggingFaceTokenizer only, not "
+                               f"{kind}; leave it out")
         if kind in tk.WORDPIECE_KINDS and not self.legacy_tokenizer:
             raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: Megatron "
                                "core_v0.16.1's default path loads a bert-large tokenizer from "
@@ -240,6 +261,7 @@ class TokenizerFlags:
                                 # Megatron's legacy HF class calls tokenizer(text): special
                                 # tokens added, as the default path's include-special flag
                                 add_special_tokens=self.add_special_tokens or (
+                                    self.tokenizer_hf_include_special_tokens) or (
                                     self.legacy_tokenizer and kind in tk.HF_KINDS),
                                 eod_id=self.eod_id,
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,

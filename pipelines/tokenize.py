@@ -154,7 +154,10 @@ def _versions(job: Job) -> dict:
 
     return {"tokenbeam": version("tokenbeam"), "apache-beam": version("apache-beam"),
             "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"],
-            job.tokenizer["backend_library"]: job.tokenizer["backend_version"]}
+            job.tokenizer["backend_library"]: job.tokenizer["backend_version"],
+            # a HuggingFace folder: transformers loads it, its Rust tokenizer is tokenizers'
+            **({"tokenizers": version("tokenizers")}
+               if job.tokenizer["library"] == "transformers" else {})}
 
 
 def write_metadata(job: Job, *, argv, started: str, finished: str,

@@ -7,10 +7,14 @@ shard writer consumes, so no per-token Python objects survive past the tokenizer
 
 Semantics (Megatron core_v0.16.1, the reference for byte-identical output):
 
-- HuggingFaceTokenizer: ``tokenizer.json`` (a file, or a folder holding one). Ids are
-  ``encode(text, add_special_tokens=False)`` unless ``add_special_tokens``; vocab size is
-  ``len(tokenizer)`` including added tokens; the EOD id is ``eos_token`` of the
-  ``tokenizer_config.json`` beside it (else the tokenizer's own post-processor/config has none).
+- HuggingFaceTokenizer: ``tokenizer.json`` (a file, or a folder holding one, with its configs)
+  loaded by transformers' ``AutoTokenizer`` as Megatron loads it (transforms/hf_auto.py: the
+  configs' effects, Megatron's special-token fallbacks, ``--tokenizer-special-tokens``). Ids
+  are ``convert_tokens_to_ids(tokenize(text))``, ``tokenizer(text).input_ids`` with
+  ``add_special_tokens``; vocab size is ``len(tokenizer)``; EOD = the eos token's id (the sep
+  token's when the folder names no eos). The Rust tokenizer transformers built
+  (:class:`HFBackendTokenizer`) and gigatoken built from it stand in only after the
+  self-check.
 - SentencePieceTokenizer / GPTSentencePieceTokenizer / Llama2Tokenizer: a ``.model``; ids of
   ``encode(text)``; BOS is prepended only with ``add_special_tokens`` (Megatron's new tokenizer
   system adds none); EOD = the model's eos id; vocab size = piece count. With ``legacy``
@@ -56,6 +60,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from dataio import fs as fsutil
+from transforms import hf_auto
 
 HF_KINDS = ("HuggingFaceTokenizer",)
 SP_KINDS = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
@@ -96,6 +101,8 @@ class TokenizerSpec:
         out = {}
         if self.legacy:
             out["legacy"] = True
+        if self.kind in HF_KINDS and self.special_tokens:
+            out["special_tokens"] = list(self.special_tokens)
         if self.kind in TIKTOKEN_KINDS:
             out.update(vocab_size=self.vocab_size, pattern=self.tiktoken_pattern,
                        num_special_tokens=self.tiktoken_num_special_tokens,
@@ -108,9 +115,12 @@ class TokenizerSpec:
         """The files that define this tokenizer (hashed into metadata and resume keys)."""
         if self.kind in HF_KINDS:
             folder = hf_folder(self.model)
-            names = [os.path.join(folder, n) for n in ("tokenizer.json", "tokenizer_config.json",
-                                                       "special_tokens_map.json")]
-            return [n for n in names if fsutil.exists(n)]
+            named = self.model if self.model.endswith(".json") else None
+            files = [p for p in hf_auto.folder_files(folder)
+                     if not (named and os.path.basename(p) == "tokenizer.json")]
+            # Megatron hands --vocab-file/--merge-file to AutoTokenizer too
+            extra = [p for p in (self.vocab_file, self.merge_file) if p]
+            return ([named] if named and fsutil.exists(named) else []) + files + extra
         if self.kind in SP_KINDS:
             return [self.model]
         if self.kind in GPT2_KINDS:
@@ -377,40 +387,12 @@ def _flatten(id_lists, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-class HuggingFaceTokenizer(Tokenizer):
+class _RustTokenizer(Tokenizer):
+    """A ``tokenizers.Tokenizer``'s own batch encode (Rust, on its threads)."""
+
     library = "tokenizers"
-
-    def __init__(self, spec: TokenizerSpec):
-        import tokenizers
-
-        folder = hf_folder(spec.model)
-        path = spec.model if spec.model.endswith(".json") else os.path.join(folder, "tokenizer.json")
-        if not fsutil.exists(path):
-            raise TokenizerConfigError(f"--tokenizer-model {spec.model}: no tokenizer.json there "
-                                       "(only local or fsspec files are read; nothing is "
-                                       "downloaded from a hub)")
-        config_text = _read_text(path)
-        self._tok = tokenizers.Tokenizer.from_str(config_text)
-        self.library_version = tokenizers.__version__
-        self.vocab_size = self._tok.get_vocab_size(with_added_tokens=True)
-        self._special = spec.add_special_tokens
-        # special tokens would be added to every piece
-        self.cuts = None if self._special else cut_pattern(json.loads(config_text))
-        config = self._config(folder)
-        self.eod = self._token_id(config.get("eos_token"))
-        self.bos = self._token_id(config.get("bos_token"))
-
-    @staticmethod
-    def _config(folder: str) -> dict:
-        path = os.path.join(folder, "tokenizer_config.json")
-        if not fsutil.exists(path):
-            return {}
-        return json.loads(_read_text(path))
-
-    def _token_id(self, token) -> int | None:
-        if isinstance(token, dict):
-            token = token.get("content")
-        return self._tok.token_to_id(token) if token else None
+    _tok = None
+    _special = False
 
     @property
     def backend(self):
@@ -421,6 +403,93 @@ class HuggingFaceTokenizer(Tokenizer):
 
     def decode(self, ids):
         return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+class HuggingFaceTokenizer(Tokenizer):
+    """The reference for a HuggingFace folder: transformers' AutoTokenizer as Megatron builds
+    and calls it (transforms/hf_auto.py). ``backend`` is the ``tokenizers.Tokenizer`` it ended
+    up with (config effects included), which :class:`HFBackendTokenizer` and gigatoken encode
+    with wherever the self-check finds them identical."""
+
+    library = "transformers"
+
+    def __init__(self, spec: TokenizerSpec):
+        import tokenizers
+
+        try:
+            transformers = hf_auto.quiet_transformers()
+        except ImportError:
+            raise TokenizerConfigError("HuggingFaceTokenizer needs transformers 5 (pip install "
+                                       "'transformers>=5.24,<6'): Megatron loads the folder "
+                                       "with its AutoTokenizer") from None
+        folder = hf_folder(spec.model)
+        path = spec.model if spec.model.endswith(".json") else os.path.join(folder, "tokenizer.json")
+        if not fsutil.exists(path):
+            raise TokenizerConfigError(f"--tokenizer-model {spec.model}: no tokenizer.json there "
+                                       "(only local or fsspec files are read; nothing is "
+                                       "downloaded from a hub)")
+        files = [path, *[p for p in hf_auto.folder_files(folder)
+                         if os.path.basename(p) != "tokenizer.json"]]
+        local = hf_auto.local_folder(folder, files, tokenizer_json=path)
+        if custom := hf_auto.custom_code(local):
+            raise TokenizerConfigError(
+                f"--tokenizer-model {spec.model}: its {custom} names its own tokenizer code "
+                "(auto_map), which tokenbeam never runs (Megatron only with "
+                "--trust-remote-code); use a folder whose tokenizer_class transformers has "
+                "built in")
+        try:
+            self._hf = hf_auto.load(local, vocab_file=hf_auto.local_file(spec.vocab_file),
+                                    merge_file=hf_auto.local_file(spec.merge_file),
+                                    special_tokens=spec.special_tokens, legacy=spec.legacy)
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
+            if not all(_parses(p) for p in files):
+                raise  # a damaged file: named by _load_reference
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise TokenizerConfigError(
+                f"--tokenizer-model {spec.model}: transformers' AutoTokenizer cannot load this "
+                f"folder ({type(exc).__name__}: {first}); Megatron loads it the same way, so "
+                "fix its tokenizer_config.json (e.g. a tokenizer_class transformers 5 "
+                "has)") from None
+        self._tok = self._hf.backend_tokenizer
+        # transformers' calls run without truncation or padding and leave its Rust tokenizer
+        # so after the first call; set so now, for the backends that encode with it directly
+        self._tok.no_truncation()
+        self._tok.no_padding()
+        self.library_version = transformers.__version__
+        self.tokenizers_version = tokenizers.__version__
+        self.vocab_size = len(self._hf)
+        self._special = spec.add_special_tokens
+        # special tokens would be added to every piece; the cut rules hold for the tokenizer
+        # transformers ended up with, and tokenize() maps each token to its id on its own
+        self.cuts = None if self._special else cut_pattern(json.loads(self._tok.to_str()))
+        self.eod = hf_auto.token_id(self._hf, self._hf.eos_token)
+        self.bos = hf_auto.token_id(self._hf, self._hf.bos_token)
+
+    @property
+    def backend(self):
+        return self._tok
+
+    def _encode_plain(self, texts):
+        return hf_auto.megatron_ids(self._hf, texts, include_special=self._special)
+
+    def decode(self, ids):
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+class HFBackendTokenizer(_RustTokenizer):
+    """The ``tokenizers.Tokenizer`` transformers built for a HuggingFace folder, encoding on its
+    own (Rust, batched, threaded) in place of transformers' Python calls: only where the
+    self-check found the reference's ids. Vocabulary, EOD, BOS and cuts are the reference's."""
+
+    name = "tokenizers"
+
+    def __init__(self, reference: HuggingFaceTokenizer):
+        self.reference = reference
+        self._tok = reference.backend
+        self.library_version = reference.tokenizers_version
+        self._special = reference._special
+        self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
+        self.cuts = reference.cuts
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -593,10 +662,10 @@ class SentencePieceTokenizer(Tokenizer):
         return self._sp.decode([int(i) for i in ids if int(i) < self._sp.get_piece_size()])
 
 
-class GPT2BPETokenizer(HuggingFaceTokenizer):
+class GPT2BPETokenizer(_RustTokenizer):
     """GPT-2's vocab.json + merges.txt as byte-level BPE (GPT-2's regex pre-tokenizer)."""
 
-    def __init__(self, spec: TokenizerSpec):  # noqa: super().__init__ reads a tokenizer.json
+    def __init__(self, spec: TokenizerSpec):
         import tokenizers
         from tokenizers import decoders, models, pre_tokenizers
 
@@ -1298,15 +1367,42 @@ ROUTING_PROBES = [
 SAMPLE_CHARS = 1 << 16
 
 
+def probe_texts(reference: Tokenizer) -> list[str]:
+    """Texts made from a HuggingFace folder's own special and added tokens (as the config
+    left them: named in tokenizer_config.json, added by Megatron, the unknown-token literal),
+    each alone, glued between words, spaced, and in other case: where a config's effects
+    (splitting on special tokens, split_special_tokens, lower-casing, a prefix space) show."""
+    hf = getattr(reference, "_hf", None)
+    if hf is None:
+        return []
+    tokens = sorted({str(t) for t in hf.all_special_tokens}
+                    | {str(t) for t in hf.get_added_vocab()})[:200]
+    out = []
+    for t in tokens:
+        out += [t, f"a{t}b", f" {t} ", f"x {t}{t} y", t.lower(), t.upper()]
+    out += [" ".join(tokens), "".join(tokens), "Hello World, HELLO É Ö ß", " the The THE"]
+    return out
+
+
 def self_check(fast: Tokenizer, reference: Tokenizer, samples: Sequence[str]) -> str | None:
     """None when ``fast`` gives the reference's ids on every text, else the first difference.
     A fast backend with routing must be exact through it (the texts it routes are encoded by
     the reference): this checks the routing, not global agreement. Samples are compared on
     their first SAMPLE_CHARS characters: the first record of an input can be one huge
     document, and the driver would tokenize it twice here."""
-    texts = list(ADVERSARIAL) + list(ROUTING_PROBES) + [s[:SAMPLE_CHARS] for s in samples]
+    texts = list(ADVERSARIAL) + list(ROUTING_PROBES) + probe_texts(reference) + [
+        s[:SAMPLE_CHARS] for s in samples]
     got_ids, got_lengths = fast.encode_batch(texts)
-    want_ids, want_lengths = reference.encode_batch(texts)
+    try:
+        want_ids, want_lengths = reference.encode_batch(texts)
+    except Exception:  # noqa: BLE001 - the reference refuses a text: which, and why
+        for i, text in enumerate(texts):
+            try:
+                reference.encode_batch([text])
+            except Exception as exc:  # noqa: BLE001
+                return (f"text {i} ({text[:40]!r}...): the reference fails on it ({exc}), "
+                        "the fast one does not")
+        raise
     if np.array_equal(got_lengths, want_lengths) and np.array_equal(
             np.asarray(got_ids, dtype=np.int64), np.asarray(want_ids, dtype=np.int64)):
         return None
@@ -1323,7 +1419,7 @@ def self_check(fast: Tokenizer, reference: Tokenizer, samples: Sequence[str]) ->
 # The self-check's outcome is kept per tokenizer files, options and library versions in a
 # small JSON file, so that later runs with the same tokenizer skip it. Bump CHECK_VERSION when
 # the check or the routing changes.
-CHECK_VERSION = 2
+CHECK_VERSION = 3
 
 
 def check_cache_path() -> str:
@@ -1332,7 +1428,8 @@ def check_cache_path() -> str:
 
 def _check_key(spec: TokenizerSpec) -> str:
     versions = {}
-    for package in ("gigatoken", "tokenizers", "sentencepiece", "regex"):  # regex: GCB data
+    for package in ("gigatoken", "tokenizers", "sentencepiece", "regex",  # regex: GCB data
+                    "transformers"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
@@ -1368,50 +1465,82 @@ def _check_fast(spec: TokenizerSpec, reference: Tokenizer,
     except ImportError:
         return "gigatoken is not installed (pip install 'tokenbeam[fast]')", ""
     except Exception as exc:  # noqa: BLE001 - any load failure means "not supported"
-        return f"gigatoken does not support this tokenizer ({type(exc).__name__}: {exc})", ""
+        first = (str(exc).strip().splitlines() or [""])[0]  # Rust errors add a location
+        return f"gigatoken does not support this tokenizer ({type(exc).__name__}: {first})", ""
     why_not = self_check(fast, reference, samples)
     if why_not:
         return f"self-check found different ids: {why_not}", ""
-    checked = (f"gigatoken gave identical ids on {len(ADVERSARIAL) + len(ROUTING_PROBES)} "
-               f"adversarial texts and {len(samples)} input samples")
+    checked = (f"gigatoken gave identical ids on {_probe_count(reference)} adversarial "
+               f"texts and {len(samples)} input samples")
     if fast.routing is not None:
         checked += ("; the kinds of text it gets wrong with this model's normaliser and pieces "
                     "go to the reference")
     return None, checked
 
 
+def _probe_count(reference: Tokenizer) -> int:
+    return len(ADVERSARIAL) + len(ROUTING_PROBES) + len(probe_texts(reference))
+
+
+def _check_hf_backend(reference: Tokenizer, samples: Sequence[str]) -> tuple[str | None, str]:
+    """(why the folder's own tokenizers.Tokenizer cannot stand in for transformers or None,
+    what was checked)."""
+    why_not = self_check(HFBackendTokenizer(reference), reference, samples)
+    if why_not:
+        return f"its tokenizers.Tokenizer gave other ids than transformers ({why_not})", ""
+    return None, (f"the folder's tokenizers.Tokenizer gave transformers' ids on "
+                  f"{_probe_count(reference)} adversarial texts and {len(samples)} input samples")
+
+
 def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, str]:
-    """The backend to run (``fast`` or ``reference``) and why, for ``spec.backend`` auto/fast/
-    reference. Raises TokenizerConfigError when ``fast`` was demanded but cannot be exact.
-    The self-check's outcome is cached (:func:`check_cache_path`)."""
+    """The backend to run and why, for ``spec.backend`` auto/fast/reference: ``fast``
+    (gigatoken), ``tokenizers`` (a HuggingFace folder's own Rust tokenizer, as transformers
+    built it) or ``reference``. Raises TokenizerConfigError when ``fast`` was demanded but
+    cannot be exact. The self-check's outcome is cached (:func:`check_cache_path`)."""
     if spec.backend == "reference":
         return "reference", "--tokenizer-backend reference"
     reference = load_tokenizer(dataclasses.replace(spec, backend="reference"))
-    why_not, checked = None, ""
+    no_fast = None
     if spec.kind in NULL_KINDS + TIKTOKEN_KINDS + WORDPIECE_KINDS:
-        why_not = f"{spec.kind} has no fast backend"
+        no_fast = f"{spec.kind} has no fast backend"
     elif spec.legacy and spec.kind in SP_KINDS:
-        why_not = "--legacy-tokenizer is only supported by the reference backend"
+        no_fast = "--legacy-tokenizer is only supported by the reference backend"
     elif spec.special_tokens and spec.kind in SP_KINDS:
-        why_not = "--tokenizer-special-tokens is only supported by the reference backend"
+        no_fast = "--tokenizer-special-tokens is only supported by the reference backend"
     elif spec.add_special_tokens and spec.kind in HF_KINDS + GPT2_KINDS:
-        why_not = "--add-special-tokens is only supported by the reference backend"
+        no_fast = "--add-special-tokens is only supported by the reference backend"
+    if no_fast and (spec.kind not in HF_KINDS or spec.backend == "fast"):
+        if spec.backend == "fast":
+            raise TokenizerConfigError(f"--tokenizer-backend fast: {no_fast}; use auto or "
+                                       "reference")
+        return "reference", no_fast
+    key = _check_key(spec)
+    cached = _read_check_cache().get(key)
+    if isinstance(cached, dict) and cached.get("backend") in ("fast", "tokenizers", "reference"):
+        chosen, why_not = cached["backend"], cached.get("why_not")
+        checked = f"{cached.get('checked')} (cached self-check)"
     else:
-        key = _check_key(spec)
-        cached = _read_check_cache().get(key)
-        if isinstance(cached, dict) and cached.get("backend") in ("fast", "reference"):
-            why_not = cached.get("why_not")
-            checked = f"{cached.get('checked')} (cached self-check)"
-        else:
-            why_not, checked = _check_fast(spec, reference, samples)
-            if "not installed" not in (why_not or ""):
-                _write_check_cache(key, {"backend": "reference" if why_not else "fast",
-                                         "why_not": why_not, "checked": checked})
-    if why_not is None:
-        return "fast", checked
-    if spec.backend == "fast":
+        chosen, why_not, checked = _check_backends(spec, reference, samples, no_fast)
+        if "not installed" not in (why_not or ""):
+            _write_check_cache(key, {"backend": chosen, "why_not": why_not, "checked": checked})
+    if chosen != "fast" and spec.backend == "fast":
         raise TokenizerConfigError(f"--tokenizer-backend fast: {why_not}; use auto or reference")
-    return "reference", why_not
+    return chosen, why_not if chosen == "reference" else checked
+
+
+def _check_backends(spec: TokenizerSpec, reference: Tokenizer, samples: Sequence[str],
+                    no_fast: str | None) -> tuple[str, str | None, str]:
+    """(backend, why gigatoken is not used or None, what was checked): gigatoken when exact;
+    for a HuggingFace folder then its own tokenizers.Tokenizer when exact; else the reference."""
+    why_not, checked = (no_fast, "") if no_fast else _check_fast(spec, reference, samples)
+    if why_not is None:
+        return "fast", None, checked
+    if spec.kind in HF_KINDS:
+        why_hf, checked_hf = _check_hf_backend(reference, samples)
+        if why_hf is None:
+            return "tokenizers", why_not, f"{checked_hf}; gigatoken not used: {why_not}"
+        why_not = f"{why_not}; {why_hf}: tokenized by transformers, as Megatron does"
+    return "reference", why_not, ""
 
 
 @functools.lru_cache(maxsize=8)
@@ -1422,6 +1551,8 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     once (both backends encode safely from several threads)."""
     if spec.backend == "fast":
         return FastTokenizer(load_tokenizer(dataclasses.replace(spec, backend="reference")), spec)
+    if spec.backend == "tokenizers" and spec.kind in HF_KINDS:
+        return HFBackendTokenizer(load_tokenizer(dataclasses.replace(spec, backend="reference")))
     return _load_reference(spec)
 
 

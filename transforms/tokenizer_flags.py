@@ -69,9 +69,6 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
             "no id) or --append-eod")
     if not tokens or not reads_special_tokens(kind, legacy=legacy):
         return None
-    if kind in HF_KINDS:  # the HuggingFace class's own flags decide
-        raise TokenizerConfigError("--tokenizer-special-tokens is not supported for "
-                                   "HuggingFaceTokenizer; leave it out")
     if kind in GPT2_KINDS:
         raise TokenizerConfigError(
             "--tokenizer-special-tokens with GPT2BPETokenizer: Megatron core_v0.16.1 adds them "
@@ -82,6 +79,8 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
     if any(not t for t in tokens):
         raise TokenizerConfigError("--tokenizer-special-tokens: an empty token (Megatron would "
                                    "loop forever on it); leave it out")
+    if kind in HF_KINDS:  # added as extra special tokens, as Megatron's HuggingFace class does
+        return tokens
     if sp_wrapper and not sentencepiece_legacy:
         raise TokenizerConfigError(
             f"--tokenizer-special-tokens with {kind} needs --tokenizer-sentencepiece-legacy "

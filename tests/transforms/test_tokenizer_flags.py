@@ -85,8 +85,6 @@ def test_sentencepiece_special_tokens_change_the_key_and_run_on_the_reference():
      "an empty token"),
     (["--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", "v.json", "--merge-file",
       "m.txt", "--tokenizer-special-tokens", "<X>"], "hub's 'gpt2'"),
-    (["--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", "t",
-      "--tokenizer-special-tokens", "<X>"], "not supported for HuggingFaceTokenizer"),
 ])
 def test_refusals_are_one_line(argv, message):
     with pytest.raises(tk.TokenizerConfigError) as info:
