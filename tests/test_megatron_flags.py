@@ -122,3 +122,17 @@ def test_megatron_flag_refused_in_one_line_naming_the_equivalent(flag, inputs, c
     status, errors = _run(argv, inputs, capsys)
     assert status == 2 and len(errors) == 1, errors
     assert errors[0].startswith(f"error: {flag}") and equivalent in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("kind", ["MultimodalTokenizer", "NullMultimodalTokenizer", "SFTTokenizer"])
+def test_megatrons_other_tokenizer_types_are_refused(kind, inputs, capsys):
+    """Megatron's types for multimodal and SFT data: refused, naming the type (exit 2)."""
+    argv = [a if a != "NullTokenizer" else kind for a in NULL]
+    cwd = os.getcwd()
+    os.chdir(inputs)
+    try:
+        status = tokenize.run([*argv, "--dry-run"])
+    finally:
+        os.chdir(cwd)
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert status == 2 and len(errors) == 1 and kind in errors[0], errors
