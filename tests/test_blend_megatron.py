@@ -34,7 +34,6 @@ SAMPLES = 5000
 SEQUENCE_LENGTH = 8
 
 
-megatron_python = megatron_live.megatron_python
 
 
 # Runs under the megatron python: argv = cache folder, then DATA_PATH as bash reads it.
@@ -105,12 +104,7 @@ def _data_path(script) -> list[str]:
 
 @pytest.mark.slow  # runs megatron-core in a subprocess: see tests/conftest.py
 def test_megatron_blended_dataset_builder_consumes_blend_output(tmp_path):
-    python = megatron_python()
-    if python is None:
-        pytest.skip("no python with megatron-core: set TOKENBEAM_MEGATRON_PYTHON to one (it "
-                    "needs megatron-core 0.16.1 and torch) or create .cache/megatron-venv")
-    if not os.path.exists(python):
-        pytest.skip(f"TOKENBEAM_MEGATRON_PYTHON={python} does not exist")
+    python = megatron_live.python_or_skip()
     shards = tmp_path / "tok"
     shards.mkdir()
     documents = _write_shards(str(shards))

@@ -251,7 +251,6 @@ def test_vocab_and_eod_checks_on_megatron_file():
 # tokenbeam's files -> megatron-core's reader
 
 
-megatron_python = megatron_live.megatron_python
 
 
 # Runs under the megatron python: reads each prefix with megatron-core's IndexedDataset and
@@ -278,12 +277,7 @@ print("MEGATRON-JSON " + json.dumps(out))
 
 @pytest.mark.slow  # runs Megatron-LM core in a subprocess: see tests/conftest.py
 def test_megatron_core_reads_what_we_wrote(tmp_path):
-    python = megatron_python()
-    if python is None:
-        pytest.skip("no python with megatron-core: set TOKENBEAM_MEGATRON_PYTHON to one (it "
-                    "needs megatron-core 0.16.1 and torch) or create .cache/megatron-venv")
-    if not os.path.exists(python):
-        pytest.skip(f"TOKENBEAM_MEGATRON_PYTHON={python} does not exist")
+    python = megatron_live.python_or_skip()
     cases, dtypes = {}, {}
     for name in ("mc_uint16", "mc_int32"):
         spec = DATASETS[name]
