@@ -3,8 +3,8 @@
 # `python -m pipelines.inspect OUT --report` writes), idempotent:
 #   - Debian's chromium and chromium-driver (matching versions, from apt; Selenium, in the
 #     [test] extra, drives them and downloads no browser of its own)
-# A download of about 150 MB (about 450 MB on disk), a minute or two on a fresh machine; skipped when both are on PATH. Without
-# them the test skips, saying why.
+# A download of about 150 MB (about 450 MB on disk), a minute or two on a fresh machine;
+# skipped when both are on PATH. Without them the test skips, saying why.
 # Needs ROOT and CACHE (scripts/setup.sh passes them; nothing lands there).
 set -euo pipefail
 : "${ROOT:?}" "${CACHE:?}"
