@@ -32,7 +32,7 @@ import numpy as np
 
 from dataio import fs as fsutil
 from dataio import redact
-from dataio.manifest import ERRORS_DIR
+from dataio.manifest import ERRORS_DIR, failure_record_path
 from dataio.naming import printable
 
 MAX_EXAMPLES = 100        # bad records listed one by one (all are counted)
@@ -108,6 +108,24 @@ def read_bad_records(output: str) -> BadRecords:
                 if len(examples) < MAX_EXAMPLES:
                     examples.append(report)
     return BadRecords(total, dict(by_input), by_reason.most_common(), examples, unreadable)
+
+
+def not_committed(output: str, meta: dict | None) -> list[dict]:
+    """The shards ``metadata.json`` lists as not committed (failed, or missing after the run),
+    each with the reason its ``_failures/`` record gives (one read per such shard)."""
+    found = []
+    for entry in (meta or {}).get("shards") or []:
+        if not isinstance(entry, dict) or entry.get("status") in ("written", "skipped"):
+            continue
+        reason = None
+        try:
+            reason = json.loads(fsutil.read_bytes(
+                failure_record_path(output, str(entry.get("shard"))))).get("reason")
+        except (OSError, ValueError, AttributeError):
+            pass  # no record (a shard missing after the run) or an unreadable one
+        found.append({"shard": entry.get("shard"), "input": entry.get("input"),
+                      "status": entry.get("status"), "reason": reason})
+    return found
 
 
 def length_bins(lengths: np.ndarray, bins: int) -> tuple[np.ndarray, bool]:
@@ -193,7 +211,7 @@ vertical-align:middle}th{background:#f4f6f8;text-align:left;cursor:pointer;user-
 th[aria-sort=ascending]::after{content:" \\25B2"}th[aria-sort=descending]::after{content:" \\25BC"}
 td.n{text-align:right;font-variant-numeric:tabular-nums}tfoot td{font-weight:600}
 td.name,td.snippet{font-family:ui-monospace,monospace;font-size:12px;word-break:break-all}
-.kv th{cursor:default;width:14em}.none{color:#888}.muted{color:#666}
+.kv th{cursor:default;width:14em}.none{color:#888}.muted{color:#666}h3.bad{color:#b03030}
 svg.hist rect{fill:#4878a8}svg.spark rect{fill:#7ea3c8}svg text{font-size:11px;fill:#444}
 svg .axis{stroke:#888}svg line.p50,svg line.p99{stroke:#c44e52;stroke-dasharray:4 3}
 svg text.p50,svg text.p99{fill:#c44e52;paint-order:stroke;stroke:#fff;stroke-width:3px}
@@ -331,11 +349,23 @@ def _bad_section(bad: BadRecords, where: str | None) -> str:
     return "".join(out)
 
 
+def _failed_section(failed: list[dict]) -> str:
+    if not failed:
+        return ""
+    rows = "".join(f'<tr><td class="name">{text(f["shard"])}</td><td>{text(f["status"])}</td>'
+                   f'<td>{text(f["reason"] or "no failure record")}</td>'
+                   f'<td class="name">{text(f["input"])}</td></tr>' for f in failed)
+    return (f'<h3 class="bad">Not committed ({len(failed):,})</h3>'
+            '<table class="sortable" id="failed"><thead><tr><th>shard</th><th>status</th>'
+            f"<th>reason</th><th>input</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def render(*, title: str, rows: list[Row], meta: dict | None, bad: BadRecords,
            errors_where: str | None, vocab_size: int | None, summary: dict[str, float],
-           empty: int) -> str:
+           empty: int, failed: list[dict] = ()) -> str:
     """The whole page. ``summary``: :func:`pipelines.inspect.length_summary` of the non-empty
-    documents; ``errors_where``: the ``_errors/`` folder read (None: no output folder)."""
+    documents; ``errors_where``: the ``_errors/`` folder read (None: no output folder);
+    ``failed``: :func:`not_committed`."""
     lengths = (np.concatenate([r.lengths for r in rows]) if rows else np.zeros(0, np.int64))
     lengths = lengths[lengths > 0]
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -353,7 +383,7 @@ def render(*, title: str, rows: list[Row], meta: dict | None, bad: BadRecords,
         "Click a column's heading to sort.</p>"
         f"<h2>Datasets</h2><p>Vocabulary size {vocab}; {empty:,} empty "
         f"document{'s' * (empty != 1)}. Tokens per byte: the dataset's tokens over its input "
-        "file's bytes.</p>" + _shard_table(rows)
+        "file's bytes.</p>" + _shard_table(rows) + _failed_section(list(failed))
         + "<h2>Document lengths</h2>"
         + (f"<p>{lengths.size:,} non-empty documents: {stats}</p>" if summary else "")
         + histogram_svg(lengths)

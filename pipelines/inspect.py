@@ -296,7 +296,8 @@ def _run(argv) -> int:
                                               metadata, bad),
             meta=metadata[0][1] if metadata else None, bad=bad,
             errors_where=fsutil.join(folders[0], ERRORS_DIR) if folders else None,
-            vocab_size=vocab_size, summary=summary, empty=int(lengths_all.size - lengths.size))
+            vocab_size=vocab_size, summary=summary, empty=int(lengths_all.size - lengths.size),
+            failed=report.not_committed(folders[0], metadata[0][1]) if folders else [])
         fsutil.write_bytes_atomic(args.report, page.encode("utf-8"), durable=False)
         print(f"report: {printable(args.report)} (open it in a browser)")
     return 0

@@ -65,20 +65,20 @@ def test_reason_kind_groups_particulars():
 @pytest.fixture(scope="module")
 def run_output(hf_tokenizer, tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
-    texts = [r["text"] for r in demo.documents(3, 24, long_every=7, empty_every=9)]
+    texts = [r["text"] for r in demo.documents(3, 40, long_every=7, empty_every=9)]
     inputs = root / "in"
     inputs.mkdir()
     demo.write_jsonl(str(inputs / "a.jsonl"), [{"text": t} for t in texts[:12]])
     with open(inputs / f"{HOSTILE_STEM}.jsonl", "w", encoding="utf-8") as f:
         for t in texts[12:]:
             f.write(json.dumps({"text": t}) + "\n")
-        f.write(SCRIPT_RECORD + "\n" + MISSING_KEY_RECORD + "\n")
+        f.write(SCRIPT_RECORD + "\n" + MISSING_KEY_RECORD + "\n")  # 2 of 30: committed
+    (inputs / "c.jsonl").write_text('{"text": "fine"}\n[1]\n')  # 1 of 2 bad: fails
     out = root / "out"
     status = tokenize.run([f"--input={inputs}/*.jsonl", "--output", str(out), "--log-interval",
                            "0", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
-                           hf_tokenizer, "--append-eod", "--on-bad-record", "skip",
-                           "--max-bad-fraction", "1"])
-    assert status == 0
+                           hf_tokenizer, "--append-eod", "--on-bad-record", "skip"])
+    assert status == 1  # c.jsonl's shard failed; the report says so
     return {"out": out, "inputs": inputs, "texts": texts}
 
 
@@ -90,12 +90,13 @@ def test_report_default_path_and_contents(run_output, capsys):
     assert f"report: {page_path}" in capsys.readouterr().out
     page = page_path.read_text(encoding="utf-8")
     meta = json.loads((out / "metadata.json").read_text())
-    for entry in meta["shards"]:  # every dataset, its counts and tokens per input byte
+    for entry in [e for e in meta["shards"] if e["name"]]:  # every dataset, tokens per byte
         size = next(i["size"] for i in meta["inputs"] if i["path"] == entry["input"])
         assert f'data-v="{entry["tokens"]}">{entry["tokens"]:,}<' in page
         assert f'{entry["tokens"] / size:.3f}' in page
     assert "not valid JSON" in page and "missing key &#x27;text&#x27;" in page
     assert page.count("<script") == 1
+    assert 'id="failed"' in page and "c_text_document" in page and "max-bad-fraction" in page
     # a name given for the report that is a file the command reads is refused, nothing written
     idx = next(p for p in out.iterdir() if p.name.startswith("a_text") and p.suffix == ".idx")
     before = idx.read_bytes()
@@ -149,6 +150,8 @@ def test_report_renders_in_a_browser_and_runs_nothing_from_data(run_output, brow
     assert names[1].startswith(HOSTILE_STEM + "_text_document_dc="), names  # shown as text
     bad_column = [r.find_elements(By.CSS_SELECTOR, "td")[7].text for r in rows]
     assert bad_column == ["0", "2"]
+    failed = browser.find_elements(By.CSS_SELECTOR, "#failed tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, "td").text for r in failed] == ["c_text_document"]
     histogram = browser.find_element(By.CSS_SELECTOR, "svg.hist")
     assert histogram.size["width"] > 300 and histogram.size["height"] > 100
     assert len(histogram.find_elements(By.CSS_SELECTOR, "rect")) > 3
