@@ -1,7 +1,8 @@
 """The HTML page of ``python -m pipelines.inspect PATH --report [FILE]``: one self-contained file.
 
 What it shows: the per-dataset table (documents, sequences, tokens, tokens per input byte, the
-input's bad records, a small length histogram each), the document-length histogram of them all,
+input's bad records, a small length histogram each), the shards not committed (failed, with the
+reason from ``_failures/``), the document-length histogram of them all,
 the tokenizer, versions and options ``metadata.json`` recorded (secrets redacted again:
 dataio/redact.py), and the bad records' reasons and first examples from ``_errors/``.
 
