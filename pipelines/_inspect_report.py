@@ -224,18 +224,21 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
   var heads = table.tHead.rows[0].cells;
   Array.prototype.forEach.call(heads, function (th, col) {
     th.addEventListener("click", function () {
-      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      var up = th.getAttribute("aria-sort") !== "ascending";
+      var body = table.tBodies[0], up = th.getAttribute("aria-sort") !== "ascending";
+      var keyed = Array.prototype.map.call(body.rows, function (row) {
+        var cell = row.cells[col];
+        return {row: row, v: "v" in cell.dataset ? parseFloat(cell.dataset.v) : null,
+                t: cell.textContent};
+      });
       Array.prototype.forEach.call(heads, function (h) { h.removeAttribute("aria-sort"); });
       th.setAttribute("aria-sort", up ? "ascending" : "descending");
-      rows.sort(function (a, b) {
-        var x = a.cells[col], y = b.cells[col];
-        var d = ("v" in x.dataset && "v" in y.dataset)
-          ? parseFloat(x.dataset.v) - parseFloat(y.dataset.v)
-          : x.textContent.localeCompare(y.textContent);
+      keyed.sort(function (a, b) {
+        var d = (a.v !== null && b.v !== null) ? a.v - b.v : a.t.localeCompare(b.t);
         return up ? d : -d;
       });
-      rows.forEach(function (r) { body.appendChild(r); });
+      var rows = document.createDocumentFragment();
+      keyed.forEach(function (k) { rows.appendChild(k.row); });
+      body.appendChild(rows);
     });
   });
 });
