@@ -195,8 +195,9 @@ def default_report_path(path: str, prefixes: list[str], split: str | None) -> st
     return fsutil.join(folder, f"report_{split}.html" if split else "report.html")
 
 
-def report_rows(prefixes: list[str], names: list[str], shards: list[dsmod.Shard],
-                metadata: list[tuple[str, dict]], bad: report.BadRecords) -> list[report.Row]:
+def report_rows(*, prefixes: list[str], names: list[str], shards: list[dsmod.Shard],
+                lengths: list[np.ndarray], metadata: list[tuple[str, dict]],
+                bad: report.BadRecords) -> list[report.Row]:
     """The report's table: each dataset's counts and lengths, and where metadata.json lists it,
     its input, the input's size and the input's bad records."""
     listed = {}
@@ -209,14 +210,34 @@ def report_rows(prefixes: list[str], names: list[str], shards: list[dsmod.Shard]
                 source = entry.get("input")
                 listed[fsutil.join(folder, entry["name"])] = (source, sizes.get(source))
     rows = []
-    for prefix, name, shard in zip(prefixes, names, shards):
+    for prefix, name, shard, of_shard in zip(prefixes, names, shards, lengths):
         source, size = listed.get(indexed.prefix_of(prefix), (None, None))
         rows.append(report.Row(
             name=name, documents=shard.document_count, sequences=shard.sequence_count,
-            tokens=shard.token_count, dtype=str(shard.dtype), lengths=shard.document_lengths(),
+            tokens=shard.token_count, dtype=str(shard.dtype), lengths=of_shard,
             input=source, input_bytes=size,
             bad_records=bad.by_input.get(source, 0) if source else None))
     return rows
+
+
+def write_report(path: str, *, title: str, prefixes: list[str], names: list[str],
+                 shards: list[dsmod.Shard], lengths: list[np.ndarray],
+                 metadata: list[tuple[str, dict]], vocab_size: int | None,
+                 summary: dict[str, float]) -> None:
+    """The ``--report`` page at ``path`` (local or a URL), from what inspect read plus the
+    output's ``_errors/`` and ``_failures/`` records (those of the first metadata.json's
+    folder: a holdout split's are its parent's)."""
+    output = os.path.dirname(metadata[0][0]) if metadata else None
+    bad = report.read_bad_records(output) if output else report.BadRecords()
+    empty = sum(int((of_shard == 0).sum()) for of_shard in lengths)
+    page = report.render(
+        title=title, rows=report_rows(prefixes=prefixes, names=names, shards=shards,
+                                      lengths=lengths, metadata=metadata, bad=bad),
+        meta=metadata[0][1] if metadata else None, bad=bad,
+        errors_where=fsutil.join(output, ERRORS_DIR) if output else None,
+        vocab_size=vocab_size, summary=summary, empty=empty,
+        failed=report.not_committed(output, metadata[0][1]) if output else [])
+    fsutil.write_bytes_atomic(path, page.encode("utf-8"), durable=False)
 
 
 def run(argv=None) -> int:
@@ -259,7 +280,8 @@ def _run(argv) -> int:
     for row in format_table(stats):
         print(row)
     print(f"vocab size: {vocab_size if vocab_size is not None else 'unknown (no metadata.json)'}")
-    lengths_all = np.concatenate([s.document_lengths() for s in shards])
+    per_shard = [s.document_lengths() for s in shards]
+    lengths_all = np.concatenate(per_shard)
     lengths = lengths_all[lengths_all > 0]
     print(f"empty documents: {int(lengths_all.size - lengths.size)}")
     summary = length_summary(lengths)
@@ -289,16 +311,9 @@ def _run(argv) -> int:
         plot_lengths(lengths, args.plot, title=title)
         print(f"histogram: {printable(args.plot)}")
     if args.report:
-        folders = list(dict.fromkeys(os.path.dirname(path) for path, _ in metadata))
-        bad = report.read_bad_records(folders[0]) if folders else report.BadRecords()
-        page = report.render(
-            title=args.path, rows=report_rows(prefixes, [s.name for s in stats], shards,
-                                              metadata, bad),
-            meta=metadata[0][1] if metadata else None, bad=bad,
-            errors_where=fsutil.join(folders[0], ERRORS_DIR) if folders else None,
-            vocab_size=vocab_size, summary=summary, empty=int(lengths_all.size - lengths.size),
-            failed=report.not_committed(folders[0], metadata[0][1]) if folders else [])
-        fsutil.write_bytes_atomic(args.report, page.encode("utf-8"), durable=False)
+        write_report(args.report, title=args.path, prefixes=prefixes,
+                     names=[s.name for s in stats], shards=shards, lengths=per_shard,
+                     metadata=metadata, vocab_size=vocab_size, summary=summary)
         print(f"report: {printable(args.report)} (open it in a browser)")
     return 0
 
