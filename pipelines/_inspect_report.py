@@ -304,29 +304,35 @@ def _value(value) -> str:
     return text(json.dumps(value, ensure_ascii=False))  # lists, mappings, true/false/null
 
 
+def _mapping(value, name: str) -> dict:
+    """A metadata.json field redacted, as a mapping (anything else shown under ``name``)."""
+    value = redact.redact_options(value if value is not None else {})
+    return dict(value) if isinstance(value, dict) else {name: value}
+
+
 def _tokenizer_section(meta: dict | None) -> str:
-    if not meta:
+    if not isinstance(meta, dict) or not meta:
         return '<p class="none">No metadata.json: tokenizer and options unknown.</p>'
-    tokenizer = redact.redact_options(meta.get("tokenizer") or {})
-    files = tokenizer.pop("files", None) or []
+    tokenizer = _mapping(meta.get("tokenizer"), "tokenizer")
+    files = tokenizer.pop("files", None)
     pairs = [(k, _value(v)) for k, v in tokenizer.items()]
     pairs += [(f"file {j + 1}", f'{text(f.get("path"))} <span class="muted">sha256 '
                                 f'{text(f.get("sha256"))}</span>')
-              for j, f in enumerate(files) if isinstance(f, dict)]
+              for j, f in enumerate(files if isinstance(files, list) else [])
+              if isinstance(f, dict)]
     pairs += [(k, _value(redact.redact_options(meta[k]))) for k in ("dtype", "level")
               if k in meta]
-    versions = redact.redact_options(meta.get("versions") or {})
     options = meta.get("options")
-    options = (redact.redact_argv(options) if isinstance(options, list)
-               else redact.redact_options(options))
+    if isinstance(options, list):  # the command line, as tokenize recorded it
+        shown = f'<pre id="options">{text(" ".join(redact.redact_argv(options)))}</pre>'
+    else:
+        shown = _kv_table([(k, _value(v)) for k, v in _mapping(options, "options").items()],
+                          table_id="options")
     run = [(k, _value(meta[k])) for k in ("run_id", "started", "finished") if k in meta]
+    versions = [(k, _value(v)) for k, v in _mapping(meta.get("versions"), "versions").items()]
     return ("<h3>Tokenizer</h3>" + _kv_table(pairs, table_id="tokenizer")
-            + "<h3>Options</h3>"
-            + (f'<pre id="options">{text(" ".join(options))}</pre>' if isinstance(options, list)
-               else _kv_table([(k, _value(v)) for k, v in (options or {}).items()],
-                              table_id="options"))
-            + "<h3>Versions and run</h3>"
-            + _kv_table([(k, _value(v)) for k, v in versions.items()] + run, table_id="run"))
+            + "<h3>Options</h3>" + shown
+            + "<h3>Versions and run</h3>" + _kv_table(versions + run, table_id="run"))
 
 
 def _bad_section(bad: BadRecords, where: str | None) -> str:

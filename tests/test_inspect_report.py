@@ -51,6 +51,15 @@ def test_page_escapes_names_and_records_and_redacts_secrets():
     assert "https://" not in page
 
 
+@pytest.mark.parametrize("meta", [None, {}, {"tokenizer": "x<y", "options": "--a b",
+                                             "versions": ["1"], "dtype": {"<k>": 1}},
+                                  {"tokenizer": {"files": "f"}, "options": {"k": None}}])
+def test_odd_metadata_still_gives_a_page(meta):
+    page = report.render(title="t", rows=_rows(), meta=meta, bad=report.BadRecords(),
+                         errors_where=None, vocab_size=None, summary={}, empty=0)
+    assert page.count("<script") == 1 and "<y" not in page and "<k>" not in page
+
+
 def test_reason_kind_groups_particulars():
     assert report.reason_kind("not valid JSON (unexpected end of data: line 1)") == \
         "not valid JSON"
