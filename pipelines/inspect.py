@@ -8,7 +8,12 @@ from ``metadata.json``, document length percentiles over the non-empty documents
 HuggingFace folder or ``tokenizer.json``, or a SentencePiece ``.model``; by default the one
 ``metadata.json`` records, when it exists on this machine). ``--plot FILE`` writes a
 histogram of document lengths as a PNG (needs matplotlib: ``pip install tokenbeam[plot]``).
-Reads only the ``.idx`` files, plus the tokens of the documents it decodes.
+``--report [FILE]`` writes one self-contained HTML page to open in a browser (default:
+``report.html`` in the output folder): the per-dataset table with tokens per input byte and bad
+records, length histograms, the tokenizer and options, the bad records' reasons
+(pipelines/_inspect_report.py).
+Reads only the ``.idx`` files, plus the tokens of the documents it decodes (and for
+``--report``, ``metadata.json`` and the ``_errors/`` files).
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ import numpy as np
 from dataio import dataset as dsmod
 from dataio import errors
 from dataio import fs as fsutil
+from dataio import indexed
+from dataio.manifest import ERRORS_DIR
 from dataio.naming import printable
+from pipelines import _inspect_report as report
 from transforms import tokenizer as tk
 
 PERCENTILES = (10, 50, 90, 99)
@@ -140,10 +148,7 @@ def plot_lengths(lengths: np.ndarray, path: str, *, title: str, bins: int = 60) 
 
     fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
     if lengths.size:
-        low, high = max(1, int(lengths.min())), int(lengths.max())
-        log = high / low > 100
-        edges = (np.geomspace(low, high + 1, bins + 1) if log
-                 else np.linspace(low, high + 1, bins + 1))
+        edges, log = report.length_bins(lengths, bins)
         ax.hist(lengths, bins=edges, color="#4878a8", edgecolor="white", linewidth=0.3)
         if log:
             ax.set_xscale("log")
@@ -176,7 +181,63 @@ def build_parser() -> argparse.ArgumentParser:
                         help="cut each decoded document after N characters (0: no limit)")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="write a histogram of document lengths to this PNG")
+    parser.add_argument("--report", nargs="?", const="", metavar="FILE.html",
+                        help="write an HTML page to open in a browser (per-dataset table, "
+                             "length histograms, tokenizer and options, bad records); "
+                             "default FILE: report.html in the output folder")
     return parser
+
+
+def default_report_path(path: str, prefixes: list[str], split: str | None) -> str:
+    """``report.html`` (``report_holdout.html`` for ``--split holdout``) in the folder PATH
+    names, or beside the dataset PATH names."""
+    folder = path if dsmod.is_folder(path) else (os.path.dirname(prefixes[0]) or ".")
+    return fsutil.join(folder, f"report_{split}.html" if split else "report.html")
+
+
+def report_rows(*, prefixes: list[str], names: list[str], shards: list[dsmod.Shard],
+                lengths: list[np.ndarray], metadata: list[tuple[str, dict]],
+                bad: report.BadRecords) -> list[report.Row]:
+    """The report's table: each dataset's counts and lengths, and where metadata.json lists it,
+    its input, the input's size and the input's bad records."""
+    listed = {}
+    for meta_path, meta in metadata:
+        folder = os.path.dirname(meta_path)
+        sizes = {i.get("path"): i.get("size") for i in meta.get("inputs") or []
+                 if isinstance(i, dict)}
+        for entry in meta.get("shards") or []:
+            if isinstance(entry, dict) and entry.get("name"):
+                source = entry.get("input")
+                listed[fsutil.join(folder, entry["name"])] = (source, sizes.get(source))
+    rows = []
+    for prefix, name, shard, of_shard in zip(prefixes, names, shards, lengths):
+        source, size = listed.get(indexed.prefix_of(prefix), (None, None))
+        rows.append(report.Row(
+            name=name, documents=shard.document_count, sequences=shard.sequence_count,
+            tokens=shard.token_count, dtype=str(shard.dtype), lengths=of_shard,
+            input=source, input_bytes=size,
+            bad_records=bad.by_input.get(source, 0) if source else None))
+    return rows
+
+
+def write_report(path: str, *, title: str, prefixes: list[str], names: list[str],
+                 shards: list[dsmod.Shard], lengths: list[np.ndarray],
+                 metadata: list[tuple[str, dict]], vocab_size: int | None,
+                 summary: dict[str, float]) -> None:
+    """The ``--report`` page at ``path`` (local or a URL), from what inspect read plus the
+    output's ``_errors/`` and ``_failures/`` records (those of the first metadata.json's
+    folder: a holdout split's are its parent's)."""
+    output = os.path.dirname(metadata[0][0]) if metadata else None
+    bad = report.read_bad_records(output) if output else report.BadRecords()
+    empty = sum(int((of_shard == 0).sum()) for of_shard in lengths)
+    page = report.render(
+        title=title, rows=report_rows(prefixes=prefixes, names=names, shards=shards,
+                                      lengths=lengths, metadata=metadata, bad=bad),
+        meta=metadata[0][1] if metadata else None, bad=bad,
+        errors_where=fsutil.join(output, ERRORS_DIR) if output else None,
+        vocab_size=vocab_size, summary=summary, empty=empty,
+        failed=report.not_committed(output, metadata[0][1]) if output else [])
+    fsutil.write_bytes_atomic(path, page.encode("utf-8"), durable=False)
 
 
 def run(argv=None) -> int:
@@ -198,11 +259,15 @@ def _run(argv) -> int:
                              "tokenizer.json, or a SentencePiece .model); metadata.json names "
                              "none that exists here")
         decode = load_decoder(model) if args.decode else None
+        metadata = dsmod.metadata_files(prefixes)
+        read = ([p + suffix for p in prefixes for suffix in (".bin", ".idx")]
+                + [path for path, _ in metadata] + ([model] if model else []))
         if args.plot:  # a typo'd --plot out/x.bin would replace the dataset it is reading
-            fsutil.refuse_same_location(
-                [args.plot], [p + suffix for p in prefixes for suffix in (".bin", ".idx")]
-                + [path for path, _ in dsmod.metadata_files(prefixes)] + ([model] if model else []),
-                flag="--plot")
+            fsutil.refuse_same_location([args.plot], read, flag="--plot")
+        if args.report == "":
+            args.report = default_report_path(args.path, prefixes, args.split)
+        if args.report:
+            fsutil.refuse_same_location([args.report], read, flag="--report")
         shards = [dsmod.Shard(p) for p in prefixes]
         vocab_size = dsmod.read_vocab_size(prefixes)
     except (FileNotFoundError, ValueError) as exc:
@@ -215,7 +280,8 @@ def _run(argv) -> int:
     for row in format_table(stats):
         print(row)
     print(f"vocab size: {vocab_size if vocab_size is not None else 'unknown (no metadata.json)'}")
-    lengths_all = np.concatenate([s.document_lengths() for s in shards])
+    per_shard = [s.document_lengths() for s in shards]
+    lengths_all = np.concatenate(per_shard)
     lengths = lengths_all[lengths_all > 0]
     print(f"empty documents: {int(lengths_all.size - lengths.size)}")
     summary = length_summary(lengths)
@@ -244,6 +310,11 @@ def _run(argv) -> int:
                  f"{sum(s.tokens for s in stats):,} tokens")
         plot_lengths(lengths, args.plot, title=title)
         print(f"histogram: {printable(args.plot)}")
+    if args.report:
+        write_report(args.report, title=args.path, prefixes=prefixes,
+                     names=[s.name for s in stats], shards=shards, lengths=per_shard,
+                     metadata=metadata, vocab_size=vocab_size, summary=summary)
+        print(f"report: {printable(args.report)} (open it in a browser)")
     return 0
 
 
