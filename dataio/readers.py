@@ -983,6 +983,55 @@ class _Capped:
         return self._left <= 0
 
 
+class _Counting:
+    """A binary file read through, counting the bytes read (a decompressor's input)."""
+
+    def __init__(self, raw):
+        self._raw, self.read_bytes = raw, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self.read_bytes += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+def decompressed_sizes(path: str, fmt: str, *, stored: int,
+                       step: int = 256 << 10) -> list[tuple[int, int]]:
+    """How a compressed JSONL file (``fmt``: jsonl.gz or jsonl.zst) unpacks at its start:
+    ``(stored bytes read, decompressed bytes)`` after each ``step`` stored bytes or so, up to
+    ``stored`` stored bytes (or the end of the file, the last pair then being exact). Streamed:
+    memory stays at one read, whatever the ratio. Never raises for a damaged file: the pairs
+    are what could be read (the job reports the file)."""
+    points: list[tuple[int, int]] = []
+    out = 0
+    try:
+        with fsutil.open_file(path, "rb") as raw:
+            counted = _Counting(_Capped(raw, stored))
+            if fmt == "jsonl.gz":
+                stream = gzip.GzipFile(fileobj=counted, mode="rb")
+            else:
+                import zstandard
+
+                stream = zstandard.ZstdDecompressor().stream_reader(
+                    counted, read_size=16 << 10, read_across_frames=True)
+            mark = step
+            while True:
+                chunk = stream.read(1 << 13)  # small reads: the pairs follow the stream closely
+                if not chunk:
+                    break
+                out += len(chunk)
+                if counted.read_bytes >= mark:
+                    points.append((counted.read_bytes, out))
+                    mark = counted.read_bytes + step
+            points.append((counted.read_bytes, out))
+    except Exception:  # noqa: BLE001 - a damaged or cut-off stream: what was read counts
+        pass
+    return points
+
+
 def _whole_lines_of_head(item: WorkItem) -> bytes:
     """The whole lines within the first ``item.head`` bytes of the (decompressed) file, read
     from at most ``item.head`` stored bytes; a line not ended within them is not sampled. Never
