@@ -951,6 +951,9 @@ SAMPLE_BYTES = 1 << 20
 # ... and of a Parquet file, the first row group's requested columns if they hold no more than
 # this uncompressed (their size is in the footer); a larger row group gives no sample.
 PARQUET_SAMPLE_BYTES = 64 << 20
+# ... and of a compressed file streamed to measure how it unpacks (counted, never held), at most
+# this many decompressed bytes.
+SAMPLE_UNPACKED = 256 << 20
 
 
 def sample_item(f: InputFile, *, head: int | None = None) -> WorkItem:
@@ -998,13 +1001,13 @@ class _Counting:
         return True
 
 
-def decompressed_sizes(path: str, fmt: str, *, stored: int,
-                       step: int = 256 << 10) -> list[tuple[int, int]]:
+def decompressed_sizes(path: str, fmt: str, *, stored: int, step: int = 256 << 10,
+                       most: int = SAMPLE_UNPACKED) -> list[tuple[int, int]]:
     """How a compressed JSONL file (``fmt``: jsonl.gz or jsonl.zst) unpacks at its start:
     ``(stored bytes read, decompressed bytes)`` after each ``step`` stored bytes or so, up to
-    ``stored`` stored bytes (or the end of the file, the last pair then being exact). Streamed:
-    memory stays at one read, whatever the ratio. Never raises for a damaged file: the pairs
-    are what could be read (the job reports the file)."""
+    ``stored`` stored bytes or ``most`` decompressed ones (or the end of the file, the last pair
+    then being exact). Streamed: memory stays at one read, whatever the ratio. Never raises for
+    a damaged file: the pairs are what could be read (the job reports the file)."""
     points: list[tuple[int, int]] = []
     out = 0
     try:
@@ -1023,6 +1026,8 @@ def decompressed_sizes(path: str, fmt: str, *, stored: int,
                 if not chunk:
                     break
                 out += len(chunk)
+                if out >= most:
+                    break
                 if counted.read_bytes >= mark:
                     points.append((counted.read_bytes, out))
                     mark = counted.read_bytes + step
