@@ -300,11 +300,15 @@ def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: d
                        "tokens": sum(x["tokens"] for x in committed)},
             **tail}
     path = fsutil.join(output, METADATA_FILE)
-    # a run killed inside this write left its temporary: the run holding the lock now clears it
-    fsutil.remove_atomic_leftovers(path)
+    clear_metadata_leftovers(output)
     fsutil.write_bytes_atomic(path, json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
     return meta
 
+
+def clear_metadata_leftovers(output: str) -> None:
+    """A run killed inside metadata.json's write left its temporary: the run holding the lock
+    now clears it."""
+    fsutil.remove_atomic_leftovers(fsutil.join(output, METADATA_FILE))
 
 
 def read_commit_records(output: str, shards) -> dict[str, dict]:

@@ -236,7 +236,8 @@ def finish(job: Job, argv, *, started: str,
     _remove_committed_parts(job, results)
     if job.to_process or not manifest.metadata_lists(job.output, already_committed(job)):
         write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
-    # else a rerun that wrote nothing: metadata.json already says all there is, times included
+    else:  # a rerun that wrote nothing: metadata.json already says all, its times included
+        manifest.clear_metadata_leftovers(job.output)  # a killed write's temporary
     return results
 
 
