@@ -606,11 +606,13 @@ def _estimates(job: Job, files: list[readers.InputFile], tokenizer
             found[f.path] = f"unreadable: {exc}"
         except estimate.NoSample as exc:
             found[f.path] = str(exc)
+    like: dict[str, list] = {}  # format -> (file, Estimate) of its sampled files
+    for f in files:
+        if isinstance(found.get(f.path), estimate.Estimate):
+            like.setdefault(f.format, []).append((f, found[f.path]))
     for f in files:
         if f.path not in found:
-            like = [(s, found[s.path]) for s in files if s.format == f.format
-                    and isinstance(found.get(s.path), estimate.Estimate)]
-            found[f.path] = (estimate.at_rate_of(f, like) if like else
+            found[f.path] = (estimate.at_rate_of(f, like[f.format]) if f.format in like else
                              f"not estimated: no sampled {f.format} file could be read")
     got = [e for e in found.values() if isinstance(e, estimate.Estimate)]
     if not got:
