@@ -1201,7 +1201,7 @@ def line_number_at(path: str, offset: int) -> int:
 
 # --- Parquet ----------------------------------------------------------------------------------
 
-def _row_group_bytes(pf, groups: Sequence[int], columns: Sequence[str]) -> int:
+def row_group_bytes(pf, groups: Sequence[int], columns: Sequence[str]) -> int:
     """Uncompressed bytes of ``columns`` in row ``groups``, from the footer (nothing read)."""
     meta, wanted = pf.metadata, set(columns)
     total = 0
@@ -1227,7 +1227,7 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
         with fsutil.open_file(item.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
             present = [c for c in columns if c in pf.schema_arrow.names]
-            if item.head is not None and _row_group_bytes(pf, item.row_groups, present) > item.head:
+            if item.head is not None and row_group_bytes(pf, item.row_groups, present) > item.head:
                 return  # a planning sample: this row group is larger than a sample may be
             row = item.first_row
             if row is None:  # not planned by plan_items: counted in the footer

@@ -1,4 +1,6 @@
-"""``--dry-run``'s estimates of documents and tokens, with an error bound, without Beam.
+"""``--dry-run``'s estimates of documents and tokens, with an error bound, and its check of
+each input's first records (:func:`bad_records`). Importing it imports no Beam (the readers'
+pure core, transforms/documents.py, comes on first use).
 
 A few files of each format are sampled (:data:`SAMPLE_FILES`, spread over the list); the
 others are estimated at the rate of the sampled ones. Each estimate is a rate per byte times
@@ -155,7 +157,7 @@ def _parquet(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[Estim
         meta = pf.metadata
         present = [k for k in keys if k in pf.schema_arrow.names]
         groups = range(meta.num_row_groups)
-        sizes = [readers._row_group_bytes(pf, [g], present) for g in groups]
+        sizes = [readers.row_group_bytes(pf, [g], present) for g in groups]
         small = [g for g in groups if sizes[g] <= readers.PARQUET_SAMPLE_BYTES]
         picked = sorted({small[round(i * (len(small) - 1) / max(ROW_GROUPS - 1, 1))]
                          for i in range(min(ROW_GROUPS, len(small)))}) if small else []
@@ -259,3 +261,60 @@ def chosen(files: list[readers.InputFile]) -> set[str]:
         k = min(SAMPLE_FILES, n)
         picked |= {of_format[round(i * (n - 1) / max(k - 1, 1))].path for i in range(k)}
     return picked
+
+
+def bad_records(input_file: readers.InputFile, keys) -> str:
+    """What the first records of the file say of its bad records ("" when none): a --json-keys
+    key they lack fails the run's shards. Raises readers.CorruptFileError."""
+    item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
+    n_docs = 0
+    bad: list = []  # the sample's bad records (BadRecordReport)
+    for out in _documents().read_documents(item, keys, max_docs=256):
+        if isinstance(out, _documents().DocumentBatch):
+            n_docs += len(out)
+        else:
+            bad.append(out)
+        if n_docs + len(bad) >= 256:
+            break
+    if not bad:
+        return ""
+    sampled = n_docs + len(bad)
+    unit = "row" if input_file.format == "parquet" else "line"
+    share = f"all {sampled}" if not n_docs else f"{len(bad)} of {sampled}"
+    return f"{share} sampled records are bad; the first ({unit} {bad[0].line}): {bad[0].reason}"
+
+
+def estimate_files(files: list[readers.InputFile], keys, tokenizer, *, eod: bool
+                   ) -> tuple[dict[str, object], dict[str, str], str]:
+    """(path -> its Estimate, or the line that says why there is none; path -> what of it was
+    sampled; the total line) of ``files``: a few sampled per format, the others at their
+    rate."""
+    sampled = chosen(files)
+    found: dict[str, object] = {}
+    what: dict[str, str] = {}
+    for f in files:
+        if f.path not in sampled:
+            continue
+        try:
+            found[f.path], what[f.path] = estimate_file(f, keys, tokenizer, eod=eod)
+        except (readers.CorruptFileError, OSError) as exc:
+            found[f.path] = f"unreadable: {exc}"
+        except NoSample as exc:
+            found[f.path] = str(exc)
+    like: dict[str, list] = {}  # format -> (file, Estimate) of its sampled files
+    for f in files:
+        if isinstance(found.get(f.path), Estimate):
+            like.setdefault(f.format, []).append((f, found[f.path]))
+    for f in files:
+        if f.path not in found:
+            found[f.path] = (at_rate_of(f, like[f.format]) if f.format in like else
+                             f"not estimated: no sampled {f.format} file could be read")
+    got = [e for e in found.values() if isinstance(e, Estimate)]
+    if not got:
+        return found, what, ""
+    docs, tokens = int(sum(e.documents for e in got)), int(sum(e.tokens for e in got))
+    low, high = int(sum(e.low for e in got)), int(sum(e.high for e in got))
+    total = (f"estimate: ~{docs:,} documents, ~{tokens:,} tokens (between {low:,} and {high:,}) "
+             f"for {len(got)} of {len(files)} files, {len(what)} of them sampled; the bound: "
+             f"{Z:g} standard errors of the sampled rates")
+    return found, what, total

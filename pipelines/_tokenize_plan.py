@@ -567,64 +567,6 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
 
 # --- dry run -----------------------------------------------------------------------------------
 
-def _bad_records(job: Job, input_file: readers.InputFile) -> str:
-    """What the first records of the file say of its bad records ("" when none): a --json-keys
-    key they lack fails the run's shards. Raises readers.CorruptFileError."""
-    item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
-    n_docs = 0
-    bad: list = []  # the sample's bad records (BadRecordReport)
-    for out in _documents().read_documents(item, job.config.keys, max_docs=256):
-        if isinstance(out, _documents().DocumentBatch):
-            n_docs += len(out)
-        else:
-            bad.append(out)
-        if n_docs + len(bad) >= 256:
-            break
-    if not bad:
-        return ""
-    sampled = n_docs + len(bad)
-    unit = "row" if input_file.format == "parquet" else "line"
-    share = f"all {sampled}" if not n_docs else f"{len(bad)} of {sampled}"
-    return f"{share} sampled records are bad; the first ({unit} {bad[0].line}): {bad[0].reason}"
-
-
-def _estimates(job: Job, files: list[readers.InputFile], tokenizer
-               ) -> tuple[dict[str, object], dict[str, str], str]:
-    """(path -> its Estimate, or the line that says why there is none; path -> what of it was
-    sampled; the total line) of the files to write: a few sampled per format, the others at
-    their rate (pipelines/_tokenize_estimate.py)."""
-    sampled = estimate.chosen(files)
-    found: dict[str, object] = {}
-    what: dict[str, str] = {}
-    for f in files:
-        if f.path not in sampled:
-            continue
-        try:
-            found[f.path], what[f.path] = estimate.estimate_file(
-                f, job.config.keys, tokenizer, eod=job.config.append_eod)
-        except (readers.CorruptFileError, OSError) as exc:
-            found[f.path] = f"unreadable: {exc}"
-        except estimate.NoSample as exc:
-            found[f.path] = str(exc)
-    like: dict[str, list] = {}  # format -> (file, Estimate) of its sampled files
-    for f in files:
-        if isinstance(found.get(f.path), estimate.Estimate):
-            like.setdefault(f.format, []).append((f, found[f.path]))
-    for f in files:
-        if f.path not in found:
-            found[f.path] = (estimate.at_rate_of(f, like[f.format]) if f.format in like else
-                             f"not estimated: no sampled {f.format} file could be read")
-    got = [e for e in found.values() if isinstance(e, estimate.Estimate)]
-    if not got:
-        return found, what, ""
-    docs, tokens = int(sum(e.documents for e in got)), int(sum(e.tokens for e in got))
-    low, high = int(sum(e.low for e in got)), int(sum(e.high for e in got))
-    total = (f"estimate: ~{docs:,} documents, ~{tokens:,} tokens (between {low:,} and {high:,}) "
-             f"for {len(got)} of {len(files)} files, {len(what)} of them sampled; the bound: "
-             f"{estimate.Z:g} standard errors of the sampled rates")
-    return found, what, total
-
-
 def print_plan(job: Job, out=None) -> None:
     out = out or sys.stdout
     tokenizer = tk.load_tokenizer(job.spec)
@@ -635,12 +577,13 @@ def print_plan(job: Job, out=None) -> None:
     print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
     by_stem = [list(shards) for _, shards in itertools.groupby(job.shards, key=lambda s: s.stem)]
     todo = [shards[0].input for shards in by_stem if not shards[0].skip]
-    estimates, sampled, total = _estimates(job, todo, tokenizer)
+    estimates, sampled, total = estimate.estimate_files(todo, job.config.keys, tokenizer,
+                                                        eod=job.config.append_eod)
     for shards in by_stem:
         f = shards[0].input
         found = estimates.get(f.path, "") if not shards[0].skip else ""
         try:
-            bad_note = _bad_records(job, f) if not shards[0].skip else ""
+            bad_note = estimate.bad_records(f, job.config.keys) if not shards[0].skip else ""
         except readers.CorruptFileError as exc:
             found, bad_note = f"unreadable: {exc}", ""
         line = found.line() if isinstance(found, estimate.Estimate) else found
