@@ -113,7 +113,7 @@ def run(code: str, inp: str, out: str, tok: str, *, workers: int, extra=(), time
             now = time.monotonic() - start
             if text.startswith("workers:") or " workers: " in text[:40]:
                 marks.setdefault("planned", now)
-            elif text.startswith("summary"):
+            elif text.startswith(("summary", "nothing to do:")):
                 marks.setdefault("summary", now)
             tail.append(text)
             del tail[:-20]

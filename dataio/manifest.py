@@ -11,6 +11,7 @@ What a shard became (:class:`ShardResult`) is read back from those records by
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -299,7 +300,49 @@ def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: d
                        "tokens": sum(x["tokens"] for x in committed)},
             **tail}
     path = fsutil.join(output, METADATA_FILE)
-    # a run killed inside this write left its temporary: the run holding the lock now clears it
-    fsutil.remove_atomic_leftovers(path)
+    clear_metadata_leftovers(output)
     fsutil.write_bytes_atomic(path, json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
     return meta
+
+
+def clear_metadata_leftovers(output: str) -> None:
+    """A run killed inside metadata.json's write left its temporary: the run holding the lock
+    now clears it."""
+    fsutil.remove_atomic_leftovers(fsutil.join(output, METADATA_FILE))
+
+
+def read_commit_records(output: str, shards) -> dict[str, dict]:
+    """shard -> its commit record, for those of ``shards`` (names without counts) that have
+    one: read 16 at a time (a request each on object storage), no shard file opened."""
+    shards = list(shards)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        read = list(pool.map(lambda s: read_commit_record(output, s), shards))
+    return {s: r for s, r in zip(shards, read) if r}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Committed:
+    """What the commit records of some shards add up to (a rerun's shards already there)."""
+
+    shards: int
+    documents: int
+    tokens: int
+
+    @classmethod
+    def of(cls, records: dict[str, dict]) -> "Committed":
+        return cls(shards=len(records),
+                   documents=sum(int(r.get("documents") or 0) for r in records.values()),
+                   tokens=sum(int(r.get("tokens") or 0) for r in records.values()))
+
+
+def metadata_lists(output: str, records: dict[str, dict]) -> bool:
+    """Whether ``metadata.json`` lists exactly the shards of ``records`` (shard -> commit
+    record), each committed under the name its record holds: then a rerun that writes nothing
+    leaves it as it is (byte for byte, its times included); otherwise (no metadata, or it lists
+    other shards, or one failed or missing then) the rerun writes it again."""
+    try:
+        meta = json.loads(fsutil.read_bytes(fsutil.join(output, METADATA_FILE)))
+        listed = {x["shard"]: x.get("name") for x in meta["shards"]}
+    except (FileNotFoundError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return listed == {s: r.get("name") for s, r in records.items()} and all(listed.values())

@@ -951,6 +951,9 @@ SAMPLE_BYTES = 1 << 20
 # ... and of a Parquet file, the first row group's requested columns if they hold no more than
 # this uncompressed (their size is in the footer); a larger row group gives no sample.
 PARQUET_SAMPLE_BYTES = 64 << 20
+# ... and of a compressed file streamed to measure how it unpacks (counted, never held), at most
+# this many decompressed bytes.
+SAMPLE_UNPACKED = 256 << 20
 
 
 def sample_item(f: InputFile, *, head: int | None = None) -> WorkItem:
@@ -981,6 +984,57 @@ class _Capped:
     @property
     def capped(self) -> bool:
         return self._left <= 0
+
+
+class _Counting:
+    """A binary file read through, counting the bytes read (a decompressor's input)."""
+
+    def __init__(self, raw):
+        self._raw, self.read_bytes = raw, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self.read_bytes += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+def decompressed_sizes(path: str, fmt: str, *, stored: int, step: int = 256 << 10,
+                       most: int = SAMPLE_UNPACKED) -> list[tuple[int, int]]:
+    """How a compressed JSONL file (``fmt``: jsonl.gz or jsonl.zst) unpacks at its start:
+    ``(stored bytes read, decompressed bytes)`` after each ``step`` stored bytes or so, up to
+    ``stored`` stored bytes or ``most`` decompressed ones (or the end of the file, the last pair
+    then being exact). Streamed: memory stays at one read, whatever the ratio. Never raises for
+    a damaged file: the pairs are what could be read (the job reports the file)."""
+    points: list[tuple[int, int]] = []
+    out = 0
+    try:
+        with fsutil.open_file(path, "rb") as raw:
+            counted = _Counting(_Capped(raw, stored))
+            if fmt == "jsonl.gz":
+                stream = gzip.GzipFile(fileobj=counted, mode="rb")
+            else:
+                import zstandard
+
+                stream = zstandard.ZstdDecompressor().stream_reader(
+                    counted, read_size=16 << 10, read_across_frames=True)
+            mark = step
+            while True:
+                chunk = stream.read(1 << 13)  # small reads: the pairs follow the stream closely
+                if not chunk:
+                    break
+                out += len(chunk)
+                if out >= most:
+                    break
+                if counted.read_bytes >= mark:
+                    points.append((counted.read_bytes, out))
+                    mark = counted.read_bytes + step
+            points.append((counted.read_bytes, out))
+    except Exception:  # noqa: BLE001 - a damaged or cut-off stream: what was read counts
+        pass
+    return points
 
 
 def _whole_lines_of_head(item: WorkItem) -> bytes:
@@ -1147,7 +1201,7 @@ def line_number_at(path: str, offset: int) -> int:
 
 # --- Parquet ----------------------------------------------------------------------------------
 
-def _row_group_bytes(pf, groups: Sequence[int], columns: Sequence[str]) -> int:
+def row_group_bytes(pf, groups: Sequence[int], columns: Sequence[str]) -> int:
     """Uncompressed bytes of ``columns`` in row ``groups``, from the footer (nothing read)."""
     meta, wanted = pf.metadata, set(columns)
     total = 0
@@ -1173,7 +1227,7 @@ def read_parquet(item: WorkItem, columns: Sequence[str]) -> Iterator[tuple[int, 
         with fsutil.open_file(item.path, "rb") as fh:
             pf = pq.ParquetFile(fh)
             present = [c for c in columns if c in pf.schema_arrow.names]
-            if item.head is not None and _row_group_bytes(pf, item.row_groups, present) > item.head:
+            if item.head is not None and row_group_bytes(pf, item.row_groups, present) > item.head:
                 return  # a planning sample: this row group is larger than a sample may be
             row = item.first_row
             if row is None:  # not planned by plan_items: counted in the footer

@@ -30,6 +30,7 @@ from dataio import fs as fsutil
 from dataio import azure, indexed, input_hashes, log, manifest, naming, parts, readers
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import redact as _redact
+from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
 from transforms.tokenize_config import TokenizeConfig
@@ -566,50 +567,6 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
 
 # --- dry run -----------------------------------------------------------------------------------
 
-def _estimate(job: Job, input_file: readers.InputFile, tokenizer) -> tuple[str, str]:
-    """(documents and tokens extrapolated from the first ~1 MB of the file, what its sampled bad
-    records say: "" when none). A compressed file is not estimated, but its first records are
-    checked too (a --json-keys key they lack fails the run's shards)."""
-    compressed = input_file.format in ("jsonl.gz", "jsonl.zst")
-    item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
-    n_docs = n_bytes = n_tokens = 0
-    bad: list = []  # the sample's bad records (BadRecordReport)
-    try:
-        for out in _documents().read_documents(item, job.config.keys, max_docs=256):
-            if isinstance(out, _documents().DocumentBatch):
-                n_docs += len(out)
-                n_bytes += out.num_bytes
-                for key in job.config.keys if not compressed else ():
-                    texts = [t if isinstance(t, str) else "".join(t) for t in out.texts[key]]
-                    n_tokens += int(tokenizer.encode_batch(texts)[1].sum())
-            else:
-                bad.append(out)
-            if n_docs + len(bad) >= (256 if compressed else 1000):
-                break
-    except readers.CorruptFileError as exc:
-        return f"unreadable: {exc}", ""
-    sampled = n_docs + len(bad)
-    bad_note = ""
-    if bad:
-        unit = "row" if input_file.format == "parquet" else "line"
-        share = f"all {sampled}" if not n_docs else f"{len(bad)} of {sampled}"
-        bad_note = (f"{share} sampled records are bad; the first ({unit} {bad[0].line}): "
-                    f"{bad[0].reason}")
-    if compressed:
-        return "compressed: not estimated", bad_note
-    if not n_docs:
-        return "no documents in the sample", bad_note
-    if input_file.format == "parquet":
-        import pyarrow.parquet as pq
-
-        with fsutil.open_file(input_file.path, "rb") as fh:
-            total_docs = pq.ParquetFile(fh).metadata.num_rows
-        scale = total_docs / n_docs
-    else:
-        scale = input_file.size / max(n_bytes, 1)
-    return f"~{int(n_docs * scale):,} documents, ~{int(n_tokens * scale):,} tokens", bad_note
-
-
 def print_plan(job: Job, out=None) -> None:
     out = out or sys.stdout
     tokenizer = tk.load_tokenizer(job.spec)
@@ -618,12 +575,21 @@ def print_plan(job: Job, out=None) -> None:
           file=out)
     print(f"output: {shown(job.output)}", file=out)
     print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
-    by_stem = itertools.groupby(job.shards, key=lambda s: s.stem)
-    for stem, shards in by_stem:
-        shards = list(shards)
+    by_stem = [list(shards) for _, shards in itertools.groupby(job.shards, key=lambda s: s.stem)]
+    todo = [shards[0].input for shards in by_stem if not shards[0].skip]
+    estimates, sampled, total = estimate.estimate_files(todo, job.config.keys, tokenizer,
+                                                        eod=job.config.append_eod)
+    for shards in by_stem:
         f = shards[0].input
-        estimate, bad_note = _estimate(job, f, tokenizer) if not shards[0].skip else ("", "")
-        print(f"  {shown(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
+        found = estimates.get(f.path, "") if not shards[0].skip else ""
+        try:
+            bad_note = estimate.bad_records(f, job.config.keys) if not shards[0].skip else ""
+        except readers.CorruptFileError as exc:
+            found, bad_note = f"unreadable: {exc}", ""
+        line = found.line() if isinstance(found, estimate.Estimate) else found
+        print(f"  {shown(f.path)}  {f.size / 2**20:.2f} MB  {line}", file=out)
+        if f.path in sampled:
+            print(f"    sampled: {sampled[f.path]}", file=out)
         if bad_note:
             print(f"    bad records: {shown(bad_note)}", file=out)
             _LOG.warning("%s: %s", _redact(f.path), _redact(bad_note))
@@ -634,6 +600,8 @@ def print_plan(job: Job, out=None) -> None:
             name = (record or {}).get("name") or (f"{s.shard}_dc=?_sc=?_tc=?"
                                                   if job.counted_names else s.shard)
             print(f"    {action:5} {shown(name)}  ({shown(s.reason)})", file=out)
+    if total:
+        print(total, file=out)
     todo = len(job.to_process)
     chosen = local_workers(job) if todo else None
     workers_line = f"; workers: {chosen[0]} ({chosen[1]})" if chosen else ""

@@ -203,6 +203,10 @@ def _summary(job: Job, results: list, *, seconds: float, figures: Figures, out=N
     print("summary", file=out)
     for k, v in rows:
         print(f"  {k:<{width}}  {v:>14}", file=out)
+    if skipped:  # the figures above are this run's; what earlier runs committed is there too
+        there = manifest.Committed.of(already_committed(job))
+        print(f"  already committed: {there.shards} shards ({there.documents:,} documents, "
+              f"{there.tokens:,} tokens), skipped", file=out)
     for r in written:
         print(f"  committed {r.name}", file=out)
 
@@ -230,8 +234,16 @@ def finish(job: Job, argv, *, started: str,
         fsutil.remove_tree(manifest.temporary_dir(job.output, job.run_id))
     _remove_if_empty(manifest.temporary_dir(job.output))
     _remove_committed_parts(job, results)
-    write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
+    if job.to_process or not manifest.metadata_lists(job.output, already_committed(job)):
+        write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
+    else:  # a rerun that wrote nothing: metadata.json already says all, its times included
+        manifest.clear_metadata_leftovers(job.output)  # a killed write's temporary
     return results
+
+
+def already_committed(job: Job) -> dict[str, dict]:
+    """shard -> commit record, of the shards this run skips (committed by an earlier run)."""
+    return manifest.read_commit_records(job.output, [s.shard for s in job.shards if s.skip])
 
 
 def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> None:
@@ -255,7 +267,13 @@ def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> No
 
 def report(job: Job, results: list, *, seconds: float, figures: Figures | None = None) -> int:
     """The summary on stdout, failed shards on stderr; returns the exit status. ``figures``:
-    the run's counters (the records' when not given)."""
+    the run's counters (the records' when not given). A run that had nothing to write says
+    so in one line, with what the commit records of its shards add up to."""
+    if not job.to_process:
+        there = manifest.Committed.of(already_committed(job))
+        print(f"nothing to do: {there.shards} shards already committed ({there.documents:,} "
+              f"documents, {there.tokens:,} tokens)", flush=True)
+        return 0
     _summary(job, results, seconds=seconds, figures=figures or recorded_figures(job, results))
     failed = [r for r in results if r.failed]
     for r in failed:

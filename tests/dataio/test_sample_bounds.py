@@ -105,3 +105,21 @@ def test_a_parquet_row_group_larger_than_a_sample_gives_no_sample(tmp_path):
     assert list(readers.read_parquet(readers.sample_item(f, head=1 << 20), ["text"])) == []
     (first_row, values), = readers.read_parquet(readers.sample_item(f), ["text"])
     assert values["text"][1] == "short"  # within PARQUET_SAMPLE_BYTES: sampled
+
+
+@pytest.mark.parametrize("name", ["bomb.jsonl.gz", "bomb.jsonl.zst"])
+def test_measuring_how_a_file_unpacks_streams_and_stops(bombs, name):
+    """--dry-run's ratio of decompressed to stored bytes (readers.decompressed_sizes): counted
+    as it streams, never held, and it stops at ``most`` decompressed bytes."""
+    points, peak = _peak_bytes(lambda: readers.decompressed_sizes(
+        str(bombs / name), name[len("bomb."):], stored=4 << 20, most=32 << 20))
+    assert peak < 4 << 20
+    assert (32 << 20) <= points[-1][1] < (33 << 20)  # stopped there, not at LINE_MB
+
+
+def test_how_a_whole_small_file_unpacks_is_exact(tmp_path):
+    for name, data in (("a.jsonl.gz", gzip.compress(GOOD)),
+                       ("a.jsonl.zst", zstandard.ZstdCompressor().compress(GOOD))):
+        (tmp_path / name).write_bytes(data)
+        points = readers.decompressed_sizes(str(tmp_path / name), name[2:], stored=4 << 20)
+        assert points[-1] == (len(data), len(GOOD))
