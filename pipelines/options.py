@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import posixpath
 
-from dataio import errors, log
+from dataio import cli, errors, log
 from dataio import workers as local_workers
 from transforms import sentences
 from transforms import tokenizer as tk
@@ -455,8 +455,9 @@ class Flags(*GROUPS):
         return {k: v for k, v in vars(self).items() if k != "argv"}
 
 
-class _QuietParser(argparse.ArgumentParser):
-    """Raises instead of printing usage and exiting (the caller falls back to Beam's parser)."""
+class _QuietParser(cli.ArgumentParser):
+    """Raises instead of printing usage and exiting (the caller falls back to Beam's parser);
+    a bad choice of one of tokenbeam's flags is a ConfigError whatever Beam's flags are."""
 
     def error(self, message):
         raise ValueError(message)
@@ -476,6 +477,8 @@ def parse_flags(argv) -> Flags | None:
     parser.add_argument("--runner", default=None)
     try:
         values, unknown = parser.parse_known_args(argv)
+    except errors.ConfigError:
+        raise  # a bad choice: the nearest valid one named (dataio/cli.py)
     except (ValueError, argparse.ArgumentError):
         return None  # a bad value: parse() reports it as Beam's parser always has
     if unknown:
@@ -531,19 +534,23 @@ def parse(argv, *, groups=GROUPS, own_flags: argparse.ArgumentParser | None = No
     ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    parser = own_flags or argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = own_flags or cli.ArgumentParser(add_help=False, allow_abbrev=False)
     for cls in _accepted_classes(groups if own_flags is None else ()):
         try:
             cls._add_argparse_args(parser)
         except argparse.ArgumentError:
             pass  # a flag two Beam option classes both declare
-    _, unknown = parser.parse_known_args(argv)
-    unknown = [u.split("=", 1)[0] for u in unknown if u.startswith("--")]
+    _, extras = parser.parse_known_args(argv)
+    unknown = [u.split("=", 1)[0] for u in extras if u.startswith("-") and u != "-"]
+    if extras and not unknown:  # a stray value, e.g. a second input after --input
+        raise OptionsError(cli.unexpected_message(extras, parser))
     if unknown:
         flag = unknown[0]
         whose = (f": it is the tokenize job's, not {job}'s" if job != "tokenize"
                  and flag in help_parser("tokenize")._option_string_actions else "")
-        raise OptionsError(f"unknown flag {flag}{whose}; see --help")
+        if whose:
+            raise OptionsError(f"unknown flag {flag}{whose}; {cli.SEE_HELP}")
+        raise OptionsError(cli.unknown_flag_message(flag, cli.flag_names(parser)))
     options = PipelineOptions(argv)
     if RunFlags in groups:
         workers = options.view_as(globals()["RunOptions"]).workers
@@ -603,7 +610,7 @@ def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
 
 
 def help_parser(prog: str) -> argparse.ArgumentParser:
-    return _flag_parser(prog=prog, description="tokenbeam options (Beam's own flags, e.g. "
+    return _flag_parser(cli.ArgumentParser, prog=prog, description="tokenbeam options (Beam's own flags, e.g. "
                         "--runner, pass through)")
 
 
