@@ -497,6 +497,7 @@ def validate(options, groups=GROUPS) -> None:
     """The one place each group's ``validate()`` is called: raises the first problem found
     (OptionsError naming the flag and the fix). ``options``: a :class:`Flags`, or parsed
     PipelineOptions of a job with those groups."""
+    check_runner(flags(options).__dict__.get("runner"))
     for group in [g for g in _VALIDATION_ORDER if g in groups] + \
             [g for g in groups if g not in _VALIDATION_ORDER]:
         check = getattr(group, "validate", None)  # another job's class may have none
@@ -504,6 +505,25 @@ def validate(options, groups=GROUPS) -> None:
             # unbound: a Flags object is every group at once
             check(options if isinstance(options, group)
                   else options.view_as(_job_classes([group])[0]))
+
+
+def check_runner(name: str | None) -> None:
+    """Beam's ``--runner``: one it knows (as Beam matches it: any case, "Runner" optional) or a
+    module.Class name; else one line naming the nearest, not Beam's traceback when the
+    pipeline starts. Beam is imported only for a runner other than the local ones."""
+    if not name or "." in name or name in LOCAL_RUNNERS:
+        return
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    known = list(StandardOptions.KNOWN_RUNNER_NAMES)
+    lowered = {k.lower() for k in known}
+    if name.lower() in lowered or name.lower() + "runner" in lowered:
+        return
+    match = cli.nearest(name, known)
+    hint = f"did you mean --runner {match}? " if match else ""
+    raise OptionsError(f"--runner {name}: not a runner Beam knows; {hint}(DirectRunner runs "
+                       "here; FlinkRunner, SparkRunner, PortableRunner on a cluster; or a "
+                       "module.Class name)")
 
 
 def _job_classes(groups) -> list:

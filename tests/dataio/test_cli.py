@@ -131,3 +131,20 @@ def test_help_is_argparses_own(capsys):
     assert validate.run(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m pipelines.validate")
+
+
+def test_a_runner_typo_is_one_line_not_beams_traceback(capsys, tmp_path):
+    from pipelines import tokenize
+
+    (tmp_path / "in.jsonl").write_text('{"text": "1 2"}\n')
+    argv = ["--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out"),
+            "--tokenizer-type", "NullTokenizer", "--vocab-size", "10"]
+    assert tokenize.run(["--runner", "DirectRuner", *argv]) == errors.EXIT_USAGE
+    assert _one_line(capsys.readouterr().err).startswith(
+        "error: --runner DirectRuner: not a runner Beam knows; did you mean --runner "
+        "DirectRunner? ")
+    assert not (tmp_path / "out").exists()
+    from pipelines import options as opts
+
+    for name in ("FlinkRunner", "flink", "DirectRunner", "my.module.Runner", None):
+        opts.check_runner(name)  # Beam's own matching: any case, "Runner" optional
