@@ -112,11 +112,19 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         # A mistyped flag comes first: "--outptu x" is also why "--output is required"
-        typo = [a for a in getattr(self, "_argv", ()) if not self._knows(a)]
+        typo = [a for a in self._own_args() if not self._knows(a)]
         if typo:
             raise errors.ConfigError(unknown_flag_message(typo[0], flag_names(self)))
         message = " ".join(message.split()).removeprefix("argument ")  # "argument --x: ..."
         raise errors.ConfigError(f"{message}; {SEE_HELP}")
+
+    def _own_args(self) -> list[str]:
+        """The arguments that are this parser's to judge: none where some are passed on to
+        another command (a sub-command, ``pipeline_args`` taken whole); those before ``--``."""
+        if any(a.nargs in (argparse.REMAINDER, argparse.PARSER) for a in self._actions):
+            return []
+        argv = getattr(self, "_argv", [])
+        return argv[:argv.index("--")] if "--" in argv else argv
 
     def _knows(self, arg: str) -> bool:
         """Whether ``arg`` is a value, or a flag this parser has (or abbreviates)."""

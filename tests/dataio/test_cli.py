@@ -148,3 +148,12 @@ def test_a_runner_typo_is_one_line_not_beams_traceback(capsys, tmp_path):
 
     for name in ("FlinkRunner", "flink", "DirectRunner", "my.module.Runner", None):
         opts.check_runner(name)  # Beam's own matching: any case, "Runner" optional
+
+
+def test_arguments_passed_on_to_another_command_are_not_judged_as_typos(capsys):
+    # runners.slurm submit CONFIG -- PIPELINE_ARGS: the tokenize flags are not slurm's typos
+    from runners import slurm
+
+    assert slurm.main([]) == errors.EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == ("error: the following arguments are "
+                                                  "required: cmd; see --help")
