@@ -79,9 +79,13 @@ python_env
 # --- services for the integration tests (each block owns its own cache folder) -------------
 # Each part is silent when its service is installed already, and says what it fetches when not.
 t0=$SECONDS
-say "test services (scripts/setup.d): Azurite (npm), SLURM, munge, Java, Maven (apt), Flink," \
-    "Spark, Livy, YARN (wheels and Maven jars into .cache/); the first time several minutes," \
-    "then seconds"
+parts=""
+for part in scripts/setup.d/*.sh; do
+  if [ -e "$part" ]; then parts="$parts${parts:+ }$(basename "$part" .sh)"; fi
+done
+say "test services (scripts/setup.d: ${parts:-none}): Azurite (npm), SLURM, munge, Java, Maven" \
+    "(apt), Flink, Spark, Livy, YARN (wheels and Maven jars into .cache/); the first time" \
+    "several minutes, then seconds"
 for part in scripts/setup.d/*.sh; do
   [ -e "$part" ] || continue
   run_with_heartbeat "$(basename "$part" .sh)" - env ROOT="$ROOT" CACHE="$CACHE" bash "$part"

@@ -108,7 +108,7 @@ def test_test_services_say_what_and_beat_while_a_part_works(checkout):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == UP_TO_DATE
-    assert lines[1].startswith("setup: test services (scripts/setup.d): Azurite (npm), ")
+    assert lines[1].startswith("setup: test services (scripts/setup.d: 20-slow): Azurite (npm), ")
     assert "20-slow: fetching x (~2 s)" in lines
     assert any(line.startswith("setup:   ... 20-slow: ") for line in lines), lines
     assert lines[-1].startswith("setup: test services ready (")
