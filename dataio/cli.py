@@ -27,7 +27,6 @@ from dataio import errors
 
 SEE_HELP = "see --help"
 
-
 # How alike (difflib's ratio) a word and a suggestion must be. Flags share their leading "--"
 # and many of their words, so theirs is higher: --vocab for --vocab-file is 0.74, --outptu for
 # --output 0.88, but reshard's --target-size for tokenize's --vocab-size only 0.64.
@@ -55,7 +54,8 @@ def flag_names(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def unknown_flag_message(flag: str, known: Iterable[str]) -> str:
-    """``unknown flag --x; did you mean --y?`` (or ``see --help`` when nothing is close). ``flag`` may hold ``=value``; only the name is looked at."""
+    """``unknown flag --x; did you mean --y?`` (or ``see --help`` when nothing is close).
+    ``flag`` may hold ``=value``; only the name is looked at."""
     name = flag.split("=", 1)[0]
     match = nearest(name, known, cutoff=FLAG_CUTOFF)
     hint = f"did you mean {match}?" if match else SEE_HELP

@@ -630,8 +630,9 @@ def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
 
 
 def help_parser(prog: str) -> argparse.ArgumentParser:
-    return _flag_parser(cli.ArgumentParser, prog=prog, description="tokenbeam options (Beam's own flags, e.g. "
-                        "--runner, pass through)")
+    return _flag_parser(cli.ArgumentParser, prog=prog,
+                        description="tokenbeam options (Beam's own flags, e.g. --runner, pass "
+                                    "through)")
 
 
 __all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",

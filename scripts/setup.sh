@@ -40,14 +40,20 @@ run_with_heartbeat() {
   return "$status"
 }
 
+# installed STAMP DIGEST: tokenbeam is installed in .venv for this setup.py (STAMP holds its
+# sha256; an empty STAMP, from before the digest was kept, counts while newer than setup.py)
+installed() {
+  local stamp=$1 digest=$2
+  { [ -x .venv/bin/python ] && [ -f "$stamp" ]; } || return 1
+  [ "$(cat "$stamp")" = "$digest" ] && return 0
+  [ ! -s "$stamp" ] && [ ! setup.py -nt "$stamp" ]
+}
+
 python_env() {
   local stamp=.venv/.tokenbeam-installed
   local digest
   digest=$(sha256sum setup.py | cut -d ' ' -f 1)
-  # installed for this setup.py: the stamp holds its sha256 (an empty stamp, from before the
-  # digest was kept, counts while it is newer than setup.py)
-  if [ -x .venv/bin/python ] && [ -f "$stamp" ] &&
-     { [ "$(cat "$stamp")" = "$digest" ] || { [ ! -s "$stamp" ] && [ ! setup.py -nt "$stamp" ]; }; }; then
+  if installed "$stamp" "$digest"; then
     say ".venv is up to date: tokenbeam and its dependencies are installed (nothing to do)"
     return 0
   fi
@@ -62,9 +68,11 @@ python_env() {
   say "installing tokenbeam into .venv with pip: Apache Beam, transformers, tokenizers," \
       "sentencepiece, pyarrow, adlfs, the test and benchmark tools (~900 MB; 1-3 min on a" \
       "fast network, the first time only); pip's log: $log"
-  if ! run_with_heartbeat "pip install" "$log" \
-       sh -c '.venv/bin/pip install --progress-bar off --upgrade pip &&
-              .venv/bin/pip install --progress-bar off -e ".[azure,fast,sentences,test,bench,plot]"'; then
+  local extras=".[azure,fast,sentences,test,bench,plot]"
+  # shellcheck disable=SC2016 # $1 is the inner shell's: the extras, passed as an argument
+  if ! run_with_heartbeat "pip install" "$log" sh -c \
+       '.venv/bin/pip install --progress-bar off --upgrade pip &&
+        .venv/bin/pip install --progress-bar off -e "$1"' sh "$extras"; then
     cat "$log" >&2
     echo "setup: installing tokenbeam into .venv failed (the output above is in $log)" >&2
     exit 1

@@ -13,7 +13,8 @@ import pytest
 pytestmark = pytest.mark.slow  # runs a shell script (a few seconds)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-UP_TO_DATE = "setup: .venv is up to date: tokenbeam and its dependencies are installed (nothing to do)"
+UP_TO_DATE = ("setup: .venv is up to date: tokenbeam and its dependencies are installed "
+              "(nothing to do)")
 
 # pip as the install step runs it: says which package it is at, takes a while, succeeds
 FAKE_PIP = """#!/bin/sh
