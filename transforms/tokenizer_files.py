@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from typing import Iterator
 
 from dataio import fs as fsutil
 
@@ -101,24 +102,23 @@ def kind_of_file(path: str) -> str | None:
     return None
 
 
-def kinds_in_folder(folder: str) -> list[tuple[str, str]]:
+def kinds_in_folder(folder: str) -> Iterator[tuple[str, str]]:
     """(kind, file) of each tokenizer file recognised directly in ``folder``, HuggingFace's
-    tokenizer.json first, then tokenizer.model, vocab.json, merges.txt, vocab.txt, the rest."""
+    tokenizer.json first, then tokenizer.model, vocab.json, merges.txt, vocab.txt, the rest
+    (read one by one: a caller that has found what it wants reads no more)."""
     try:
         names = fsutil.list_names(folder)
     except Exception:  # noqa: BLE001
-        return []
+        return
     order = ["tokenizer.json", "tokenizer.model", "vocab.json", "merges.txt", "vocab.txt"]
     ranked = sorted(names, key=lambda n: (order.index(n) if n in order else len(order),
                                           not n.endswith((".model", ".tiktoken", ".json",
                                                           ".txt")), n))
-    found = []
     for name in ranked[:12]:
         path = posixpath.join(folder.rstrip("/"), name)
         kind = kind_of_file(path)
         if kind is not None:
-            found.append((kind, path))
-    return found
+            yield kind, path
 
 
 def _sibling(path: str, name: str) -> str:
@@ -190,10 +190,17 @@ def mismatch(kind: str, given: dict[str, str | None]) -> str | None:
             continue
         fits = wanted.get(flag, ())
         if fsutil.exists(path) and _is_folder(path):
-            found = kinds_in_folder(path)
-            if not found or any(what in fits for what, _ in found):
-                continue  # a file that fits is in it: the folder check names it
-            what, inside = found[0]
+            if HF_JSON in fits and "tokenizer.json" in fsutil.list_names(path):
+                continue  # whatever else it holds; a damaged one is named when loaded
+            first = None
+            for what, inside in kinds_in_folder(path):
+                if what in fits:
+                    first = None  # a file that fits is in it: the folder check names it
+                    break
+                first = first or (what, inside)
+            if first is None:
+                continue
+            what, inside = first
             name = posixpath.basename(inside)
             named = "" if what.endswith(name) else f" ({name})"
             return (f"--tokenizer-type {kind}: {flag} {path} holds {what}{named}"

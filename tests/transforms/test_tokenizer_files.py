@@ -38,6 +38,9 @@ def files(tmp_path_factory):
     both = root / "llama_both"  # tokenizer.json beside tokenizer.model, as Llama folders have
     shutil.copytree(HF, both)
     shutil.copy(SPM, both / "tokenizer.model")
+    damaged = root / "llama_damaged"  # its tokenizer.json cut short: not taken for an SP folder
+    shutil.copytree(both, damaged)
+    (damaged / "tokenizer.json").write_bytes(b"\x00garbage")
     (root / "in.jsonl").write_text('{"text": "hello world"}\n')
     return root
 
@@ -124,6 +127,7 @@ def test_a_wordpiece_vocab_as_a_huggingface_model(files, capsys):
 @pytest.mark.parametrize("kind, given", [
     ("HuggingFaceTokenizer", {"--tokenizer-model": HF}),
     ("HuggingFaceTokenizer", {"--tokenizer-model": "llama_both"}),
+    ("HuggingFaceTokenizer", {"--tokenizer-model": "llama_damaged"}),  # the load names it
     ("HuggingFaceTokenizer", {"--tokenizer-model": os.path.join(HF, "tokenizer.json")}),
     ("SentencePieceTokenizer", {"--tokenizer-model": SPM}),
     ("Llama2Tokenizer", {"--tokenizer-model": UNIGRAM}),
