@@ -33,6 +33,7 @@ from dataio.redact import redact as _redact
 from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
+from transforms import tokenizer_files
 from transforms.tokenize_config import TokenizeConfig
 
 _LOG = log.get("tokenize")
@@ -210,7 +211,14 @@ def check_segmentation(seg) -> None:
 
 def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
     """Each file the tokenizer is built from exists and is a file (a HuggingFace model may be a
-    folder holding tokenizer.json); raises ConfigError naming the flag and the fix."""
+    folder holding tokenizer.json); raises ConfigError naming the flag and the fix. Files of
+    another kind than the type reads are named as what they are, with the flags that fit them
+    (transforms/tokenizer_files.py)."""
+    wrong = tokenizer_files.mismatch(spec.kind, {"--tokenizer-model": spec.model,
+                                                 "--vocab-file": spec.vocab_file,
+                                                 "--merge-file": spec.merge_file})
+    if wrong is not None:
+        raise errors.ConfigError(wrong)
     if spec.kind in tk.HF_KINDS and spec.model:
         wanted = [("--tokenizer-model", spec.model, "a tokenizer.json or a folder holding one")]
     elif spec.kind in tk.SP_KINDS:

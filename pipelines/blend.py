@@ -22,6 +22,7 @@ import json
 import re
 import sys
 
+from dataio import cli
 from dataio import dataset, errors
 from dataio import fs as fsutil
 from dataio import naming
@@ -96,7 +97,7 @@ def refuse_overwriting_inputs(args, prefixes: list[str]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.blend", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.blend", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--signature", metavar="FILE",

@@ -22,6 +22,7 @@ import dataclasses
 import os
 import sys
 
+from dataio import cli
 from dataio import dataset, errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
@@ -134,7 +135,7 @@ def format_table(rows: list[Row]) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.count", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.count", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", action="append", required=True, metavar="GLOB",
                         help="datasets: glob, folder, .bin/.idx file or prefix; repeatable")

@@ -9,13 +9,13 @@ bytes. Tests and benchmarks use the functions directly.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
 import sys
 from typing import Iterator
 
+from dataio import cli
 from dataio import errors
 
 # Word stock per script, written for this generator. Not meant to be meaningful text: it only
@@ -160,7 +160,7 @@ def run(argv=None) -> int:
 
 
 def _run(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.demo", description=__doc__)
+    parser = cli.ArgumentParser(prog="python -m pipelines.demo", description=__doc__)
     parser.add_argument("--output", required=True)
     parser.add_argument("--files", type=int, default=3)
     parser.add_argument("--docs-per-file", type=int, default=400)

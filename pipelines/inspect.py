@@ -26,6 +26,7 @@ from typing import Callable
 
 import numpy as np
 
+from dataio import cli
 from dataio import dataset as dsmod
 from dataio import errors
 from dataio import fs as fsutil
@@ -167,7 +168,7 @@ def plot_lengths(lengths: np.ndarray, path: str, *, title: str, bins: int = 60) 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.inspect", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.inspect", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", metavar="PATH")
     parser.add_argument("--split", choices=dsmod.SPLIT_NAMES,

@@ -33,6 +33,7 @@ import os
 import re
 import sys
 
+from dataio import cli
 from dataio import dataset, errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
@@ -110,7 +111,7 @@ def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = T
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.merge", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.merge", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", action="append", required=True, metavar="GLOB",
                         help="datasets: glob, folder, .bin/.idx file or prefix; repeatable")

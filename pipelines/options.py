@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import posixpath
 
-from dataio import errors, log
+from dataio import cli, errors, log
 from dataio import workers as local_workers
 from transforms import sentences
 from transforms import tokenizer as tk
@@ -455,8 +455,9 @@ class Flags(*GROUPS):
         return {k: v for k, v in vars(self).items() if k != "argv"}
 
 
-class _QuietParser(argparse.ArgumentParser):
-    """Raises instead of printing usage and exiting (the caller falls back to Beam's parser)."""
+class _QuietParser(cli.ArgumentParser):
+    """Raises instead of printing usage and exiting (the caller falls back to Beam's parser);
+    a bad choice of one of tokenbeam's flags is a ConfigError whatever Beam's flags are."""
 
     def error(self, message):
         raise ValueError(message)
@@ -476,6 +477,8 @@ def parse_flags(argv) -> Flags | None:
     parser.add_argument("--runner", default=None)
     try:
         values, unknown = parser.parse_known_args(argv)
+    except errors.ConfigError:
+        raise  # a bad choice: the nearest valid one named (dataio/cli.py)
     except (ValueError, argparse.ArgumentError):
         return None  # a bad value: parse() reports it as Beam's parser always has
     if unknown:
@@ -494,6 +497,7 @@ def validate(options, groups=GROUPS) -> None:
     """The one place each group's ``validate()`` is called: raises the first problem found
     (OptionsError naming the flag and the fix). ``options``: a :class:`Flags`, or parsed
     PipelineOptions of a job with those groups."""
+    check_runner(flags(options).__dict__.get("runner"))
     for group in [g for g in _VALIDATION_ORDER if g in groups] + \
             [g for g in groups if g not in _VALIDATION_ORDER]:
         check = getattr(group, "validate", None)  # another job's class may have none
@@ -501,6 +505,25 @@ def validate(options, groups=GROUPS) -> None:
             # unbound: a Flags object is every group at once
             check(options if isinstance(options, group)
                   else options.view_as(_job_classes([group])[0]))
+
+
+def check_runner(name: str | None) -> None:
+    """Beam's ``--runner``: one it knows (as Beam matches it: any case, "Runner" optional) or a
+    module.Class name; else one line naming the nearest, not Beam's traceback when the
+    pipeline starts. Beam is imported only for a runner other than the local ones."""
+    if not name or "." in name or name in LOCAL_RUNNERS:
+        return
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    known = list(StandardOptions.KNOWN_RUNNER_NAMES)
+    lowered = {k.lower() for k in known}
+    if name.lower() in lowered or name.lower() + "runner" in lowered:
+        return
+    match = cli.nearest(name, known)
+    hint = f"did you mean --runner {match}? " if match else ""
+    raise OptionsError(f"--runner {name}: not a runner Beam knows; {hint}(DirectRunner runs "
+                       "here; FlinkRunner, SparkRunner, PortableRunner on a cluster; or a "
+                       "module.Class name)")
 
 
 def _job_classes(groups) -> list:
@@ -531,19 +554,23 @@ def parse(argv, *, groups=GROUPS, own_flags: argparse.ArgumentParser | None = No
     ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    parser = own_flags or argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser = own_flags or cli.ArgumentParser(add_help=False, allow_abbrev=False)
     for cls in _accepted_classes(groups if own_flags is None else ()):
         try:
             cls._add_argparse_args(parser)
         except argparse.ArgumentError:
             pass  # a flag two Beam option classes both declare
-    _, unknown = parser.parse_known_args(argv)
-    unknown = [u.split("=", 1)[0] for u in unknown if u.startswith("--")]
+    _, extras = parser.parse_known_args(argv)
+    unknown = [u.split("=", 1)[0] for u in extras if u.startswith("-") and u != "-"]
+    if extras and not unknown:  # a stray value, e.g. a second input after --input
+        raise OptionsError(cli.unexpected_message(extras, parser))
     if unknown:
         flag = unknown[0]
         whose = (f": it is the tokenize job's, not {job}'s" if job != "tokenize"
                  and flag in help_parser("tokenize")._option_string_actions else "")
-        raise OptionsError(f"unknown flag {flag}{whose}; see --help")
+        if whose:
+            raise OptionsError(f"unknown flag {flag}{whose}; {cli.SEE_HELP}")
+        raise OptionsError(cli.unknown_flag_message(flag, cli.flag_names(parser)))
     options = PipelineOptions(argv)
     if RunFlags in groups:
         workers = options.view_as(globals()["RunOptions"]).workers
@@ -603,8 +630,9 @@ def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
 
 
 def help_parser(prog: str) -> argparse.ArgumentParser:
-    return _flag_parser(prog=prog, description="tokenbeam options (Beam's own flags, e.g. "
-                        "--runner, pass through)")
+    return _flag_parser(cli.ArgumentParser, prog=prog,
+                        description="tokenbeam options (Beam's own flags, e.g. --runner, pass "
+                                    "through)")
 
 
 __all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",

@@ -37,6 +37,7 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from dataio import cli
 from dataio import errors
 from dataio import fs as fsutil
 from dataio import jsonl_sink, naming, readers, redact
@@ -201,7 +202,7 @@ def print_plan(job: ReshardJob, out=None) -> None:
 def help_parser() -> argparse.ArgumentParser:
     """Every flag reshard takes besides Beam's: the five it shares with the tokenize job (read
     through :mod:`pipelines.options`' classes) and :class:`ReshardOptions`."""
-    parser = argparse.ArgumentParser(prog="python -m pipelines.reshard", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.reshard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
     parser.add_argument("--input", action="append", metavar="GLOB",

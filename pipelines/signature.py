@@ -19,6 +19,7 @@ import json
 import os
 import sys
 
+from dataio import cli
 from dataio import dataset, errors
 from dataio import fs as fsutil
 
@@ -30,7 +31,7 @@ def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.signature", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.signature", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", required=True, metavar="DIR_OR_URL",
                         help="folder (local or fsspec URL) holding the .bin/.idx datasets")

@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dataio import cli
 from dataio import dataset, errors
 from dataio import fs as fsutil
 from dataio import indexed, manifest, naming
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.validate", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m pipelines.validate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="+", metavar="PATH")
     parser.add_argument("--vocab-size", type=int, help="also check every id is below this")

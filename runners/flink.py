@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 
+from dataio import cli
 from dataio import errors
 from runners import config as rc
 from runners import flink_cluster
@@ -121,7 +122,7 @@ def run_job(cfg: dict, pipeline_args: list[str], *, no_submit: bool = False,
 
 
 def _main(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners.flink", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m runners.flink", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("submit", help="run the tokenize job on the cluster")

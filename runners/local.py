@@ -10,6 +10,7 @@ import argparse
 import subprocess
 import sys
 
+from dataio import cli
 from dataio import errors
 from runners import config as rc
 from runners.config import PIPELINE_MODULE
@@ -21,7 +22,7 @@ def pipeline_command(cfg: dict, pipeline_args: list[str]) -> list[str]:
 
 
 def _main(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m runners.local", description=__doc__)
+    parser = cli.ArgumentParser(prog="python -m runners.local", description=__doc__)
     parser.add_argument("--config", default=None, help="runner YAML (kind: direct)")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("pipeline_args", nargs=argparse.REMAINDER)

@@ -34,6 +34,7 @@ import sys
 import time
 from importlib import resources
 
+from dataio import cli
 from dataio import errors
 from runners import config as rc
 from runners import slurm_limits
@@ -263,7 +264,7 @@ def _tail(path: str, lines: int = 15) -> str:
 # --- command line -------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runners.slurm", description=__doc__,
+    parser = cli.ArgumentParser(prog="python -m runners.slurm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("submit", help="render (and submit) the sbatch script")

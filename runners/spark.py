@@ -49,6 +49,7 @@ import subprocess
 import sys
 import time
 
+from dataio import cli
 from dataio import errors
 from dataio import fs as fsutil
 from dataio import lock as output_lock
@@ -692,7 +693,7 @@ def _logs(args, cfg: dict) -> int:
 # --- command line --------------------------------------------------------------------------------
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m runners.spark",
+    p = cli.ArgumentParser(prog="python -m runners.spark",
                                 description="Run the tokenize job on Spark (HDInsight through "
                                 "Livy, Synapse Spark pools, a standalone Spark).")
     sub = p.add_subparsers(dest="command", required=True)

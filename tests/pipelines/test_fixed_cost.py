@@ -82,7 +82,7 @@ def test_anything_but_our_flags_goes_to_beams_parser(extra):
 def test_a_bad_workers_value_is_a_usage_error(bad, capsys):
     # argparse's usage error, as for any bad value: its status, returned (dataio/errors.py main)
     assert tokenize.run(ARGV + ["--workers", bad]) == 2
-    assert "argument --workers: expected a number of processes >= 1 or auto" in \
+    assert "error: --workers: expected a number of processes >= 1 or auto" in \
         capsys.readouterr().err
 
 
