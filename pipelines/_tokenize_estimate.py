@@ -97,10 +97,17 @@ class _Chunks:
 
 def _count_tokens(tokenizer, texts: list, *, eod: bool) -> int:
     texts = [t if isinstance(t, str) else "".join(t) for t in texts]
-    lengths = tokenizer.encode_batch(texts)[1] if texts else []
+    try:
+        lengths = list(tokenizer.encode_batch(texts)[1]) if texts else []
+    except Exception:  # noqa: BLE001 - a text the tokenizer refuses (NullTokenizer on words):
+        # the job makes it a bad record; the estimate counts the texts it can tokenize
+        lengths = []
+        for text in texts:
+            try:
+                lengths.extend(tokenizer.encode_batch([text])[1])
+            except Exception:  # noqa: BLE001
+                pass
     return int(sum(lengths)) + (int(sum(1 for n in lengths if n > 0)) if eod else 0)
-
-
 
 
 def _jsonl_sample(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[_Chunks, str]:

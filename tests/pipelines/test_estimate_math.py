@@ -39,3 +39,12 @@ def test_a_file_beyond_the_sample_gets_its_rate_and_the_widest_bounds():
     assert (got.documents, got.tokens) == (20, 500)
     assert (got.low, got.high) == (2000 * 0.2, 2000 * 0.3)
     assert got.line() == "~20 documents (±20%), ~500 tokens (±20%, at the sampled files' rate)"
+
+
+def test_texts_the_tokenizer_refuses_are_left_out_of_the_estimate():
+    """NullTokenizer reads ids: a word is a bad record in the job, and the dry run's estimate
+    counts the other texts (it used to end in a traceback)."""
+    from transforms import tokenizer as tk
+
+    null = tk.load_tokenizer(tk.TokenizerSpec(kind="NullTokenizer", vocab_size=100))
+    assert estimate._count_tokens(null, ["1 2 3", "hello world", "4"], eod=True) == 4 + 2
