@@ -13,8 +13,13 @@ Who prints what (:class:`ProgressPlan`, decided by the driver):
   bytes and tokens of all workers, rates since the first batch anywhere, and the ETA of the
   job's remaining bytes at that rate;
 * a cluster runner's workers (Flink, Spark; ``labelled``): each process prints its own line,
-  labelled with its host and pid as that process's counts only (its log is the TaskManager's or
+  labelled with its pid and host as that process's counts only (its log is the TaskManager's or
   the executor's; the driver is elsewhere, and Beam's counters reach it only at the end).
+
+Why files and not Beam's counters: they reach the driver with a bundle's end, and the local
+runner gives each worker its share of a stage as few large bundles, so the driver would see the
+counts only when most of the work is done. The files are progress only; the summary's figures
+are the counters (pipelines/tokenize.py).
 
 The ETA needs planned bytes comparable with what is counted: a compressed JSONL or a Parquet
 input is counted in decoded text bytes, not in bytes on storage (the planner then passes
