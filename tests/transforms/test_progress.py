@@ -97,6 +97,7 @@ def _worker(folder, batches, ready, go):
     go.wait(30)
     for _ in range(batches):
         assert meter.add(documents=10, num_bytes=MB, tokens=100) is None  # no line of its own
+    meter.flush()  # the bundle's end: what the throttle held back reaches the driver
 
 
 def test_local_workers_make_one_job_line(lines):
@@ -126,6 +127,21 @@ def test_local_workers_make_one_job_line(lines):
     assert documents == sorted(documents) and percents == sorted(percents)
     assert documents[-1] == 100 and percents[-1] == 100 and lines[-1].endswith("ETA 0:00")
     assert "10.0 MB, 1,000 tokens" in lines[-1]
+
+
+def test_a_worker_notes_at_most_every_note_every_seconds_and_at_a_bundles_end():
+    clock, folder = Clock(), progress.worker_folder()
+    meter = progress.Meter(progress.ProgressPlan(interval=1, folder=folder), clock=clock)
+    meter.add(documents=1, num_bytes=1, tokens=1)
+    meter.add(documents=1, num_bytes=1, tokens=1)
+    assert [n["documents"] for n in workers.noted_counts(folder)] == [1]
+    clock.now += progress.NOTE_EVERY
+    meter.add(documents=1, num_bytes=1, tokens=1)
+    meter.add(documents=1, num_bytes=1, tokens=1)
+    assert [n["documents"] for n in workers.noted_counts(folder)] == [3]
+    meter.flush()
+    assert [n["documents"] for n in workers.noted_counts(folder)] == [4]
+    progress.JobProgress(progress.ProgressPlan(interval=1, folder=folder, bar=False)).close()
 
 
 def test_the_driver_reports_nothing_before_any_count(lines):
