@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 
-from dataio import log, workers
+from dataio import errors, log, workers
 
 MB = 10**6  # the unit of every size and rate tokenbeam prints
 # A local worker notes its counts at most this often (a note is a small file written and
@@ -238,11 +238,17 @@ class JobProgress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="tokenbeam-progress",
                                         daemon=True)
+        self._forget = lambda: None
 
     def start(self) -> "JobProgress":
         log.ensure()
+        # an interrupt or a dead worker ends the driver without unwinding: the folder goes too
+        self._forget = errors.release_on_interrupt(self._remove)
         self._thread.start()
         return self
+
+    def _remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _watch(self) -> None:
         while not self._stop.wait(self._poll):
@@ -269,7 +275,8 @@ class JobProgress:
             self._thread.join()
         self.update()
         self.meter.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._forget()
+        self._remove()
 
 
 _meters: dict[ProgressPlan, Meter] = {}
