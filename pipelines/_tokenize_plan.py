@@ -32,7 +32,6 @@ from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where rea
 from dataio.redact import redact as _redact
 from pipelines import options as opts
 from transforms import tokenizer as tk
-from transforms.progress import MB  # 10^6 bytes, as every size tokenbeam prints
 from transforms.tokenize_config import TokenizeConfig
 
 _LOG = log.get("tokenize")
@@ -618,13 +617,13 @@ def print_plan(job: Job, out=None) -> None:
           f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
           file=out)
     print(f"output: {shown(job.output)}", file=out)
-    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / MB:.1f} MB", file=out)
+    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
     by_stem = itertools.groupby(job.shards, key=lambda s: s.stem)
     for stem, shards in by_stem:
         shards = list(shards)
         f = shards[0].input
         estimate, bad_note = _estimate(job, f, tokenizer) if not shards[0].skip else ("", "")
-        print(f"  {shown(f.path)}  {f.size / MB:.2f} MB  {estimate}", file=out)
+        print(f"  {shown(f.path)}  {f.size / 2**20:.2f} MB  {estimate}", file=out)
         if bad_note:
             print(f"    bad records: {shown(bad_note)}", file=out)
             _LOG.warning("%s: %s", _redact(f.path), _redact(bad_note))
