@@ -77,7 +77,7 @@ def check_and_clear(out: str, reference: dict | None, name: str) -> dict:
 
 
 def parse_summary(text: str) -> tuple[float, int]:
-    seconds = float(re.search(r"^\s*seconds\s+([\d.]+)", text, re.M).group(1))
+    seconds = float(re.search(r"^\s*job seconds\s+([\d.]+)", text, re.M).group(1))
     tokens = int(re.search(r"^\s*tokens\s+([\d,]+)", text, re.M).group(1).replace(",", ""))
     return seconds, tokens
 

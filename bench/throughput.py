@@ -181,7 +181,7 @@ def pipeline(input_dir, tokenizer_dir, out_dir, workers: int, backend: str = "au
     meta = json.load(open(os.path.join(out_dir, "metadata.json")))
     result["tokens"] = meta["totals"]["tokens"]
     # the job's own summary: seconds from planning done to commit (no interpreter/Beam import)
-    result["in_job"] = float(re.search(r"seconds +([0-9.]+)", result.pop("stdout")).group(1))
+    result["in_job"] = float(re.search(r"job seconds +([0-9.]+)", result.pop("stdout")).group(1))
     result["backend"] = meta["tokenizer"]["backend"]
     return result
 

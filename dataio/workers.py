@@ -28,11 +28,16 @@ runner waiting for its answer for ever. The driver waits on each worker process 
 the job with one line (:func:`death_message`) and exit status 1; the rerun resumes. For that
 line each worker notes what it is working on (:func:`note_work`, a file per worker in a
 private folder of the driver's, :data:`NOTES_ENV`).
+
+The same kind of note carries ``--workers N``'s progress: each worker process notes its
+counts (:func:`note_counts`) in a private folder of the driver's, which adds them up into the
+job's one progress line (transforms/progress.py).
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import select
 import signal
@@ -134,6 +139,37 @@ def noted_work(folder: str, pid: int) -> str | None:
             return f.read() or None
     except OSError:
         return None
+
+
+_COUNTS = ".counts"
+
+
+def note_counts(folder: str, counts: dict) -> None:
+    """In a local worker: this process's progress ``counts`` (JSON-able), replacing its last
+    note in the driver's ``folder`` (whole: a kill mid-write leaves the previous one)."""
+    path = os.path.join(folder, f"{os.getpid()}{_COUNTS}")
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(counts, f)
+        os.replace(path + ".tmp", path)
+    except OSError:
+        pass  # the driver is gone (its folder with it): nothing to tell
+
+
+def noted_counts(folder: str) -> list[dict]:
+    """The last counts each worker noted in ``folder`` (one dict per worker process)."""
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(_COUNTS)]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                found.append(json.load(f))
+        except (OSError, ValueError):
+            pass  # gone meanwhile
+    return found
 
 
 def death_message(*, number: int, total: int, pid: int, status: int, last: str | None) -> str:

@@ -121,10 +121,10 @@ def _jsonl_sample(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
                                   end=s + window if f.size > TEXT_SAMPLE else None)
                  for s in starts]
         what = ("whole" if f.size <= TEXT_SAMPLE
-                else f"{len(items)} windows of {window / 2**20:.2f} MB")
+                else f"{len(items)} windows of {window / 2**20:.2f} MiB")
     else:
         items = [readers.sample_item(f, head=TEXT_SAMPLE)]
-        what = f"first {TEXT_SAMPLE / 2**20:.2f} MB decompressed"
+        what = f"first {TEXT_SAMPLE / 2**20:.2f} MiB decompressed"
     for item in items:
         # a batch of CHUNK_DOCS documents is a chunk; its bytes: its lines' in the file
         for out in docs.read_documents(item, keys, max_docs=CHUNK_DOCS):
@@ -144,7 +144,7 @@ def _ratio(f: readers.InputFile) -> tuple[float, float, str]:
     if stored >= f.size:
         return out / stored, 0.0, "whole file decompressed"
     steps = [(s1 - s0, d1 - d0) for (s0, d0), (s1, d1) in zip(points, points[1:])]
-    what = f"first {stored / 2**20:.1f} MB stored decompressed"
+    what = f"first {stored / 2**20:.1f} MiB stored decompressed"
     if len(steps) < 2:
         return out / stored, 0.5, what
     # differences between marks: the decompressor's read-ahead cancels out

@@ -34,6 +34,7 @@ from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
 from transforms import tokenizer_files
+from transforms.progress import MB  # 10^6 bytes, as every size tokenbeam prints
 from transforms.tokenize_config import TokenizeConfig
 
 _LOG = log.get("tokenize")
@@ -582,7 +583,7 @@ def print_plan(job: Job, out=None) -> None:
           f"(vocab {job.tokenizer['vocab_size']}, EOD {job.tokenizer['eod_id']}), dtype {job.dtype}",
           file=out)
     print(f"output: {shown(job.output)}", file=out)
-    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / 2**20:.1f} MB", file=out)
+    print(f"inputs: {len(job.files)} files, {sum(f.size for f in job.files) / MB:.1f} MB", file=out)
     by_stem = [list(shards) for _, shards in itertools.groupby(job.shards, key=lambda s: s.stem)]
     todo = [shards[0].input for shards in by_stem if not shards[0].skip]
     estimates, sampled, total = estimate.estimate_files(todo, job.config.keys, tokenizer,
@@ -595,7 +596,7 @@ def print_plan(job: Job, out=None) -> None:
         except readers.CorruptFileError as exc:
             found, bad_note = f"unreadable: {exc}", ""
         line = found.line() if isinstance(found, estimate.Estimate) else found
-        print(f"  {shown(f.path)}  {f.size / 2**20:.2f} MB  {line}", file=out)
+        print(f"  {shown(f.path)}  {f.size / MB:.2f} MB  {line}", file=out)
         if f.path in sampled:
             print(f"    sampled: {sampled[f.path]}", file=out)
         if bad_note:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import importlib.metadata
 import os
 import sys
@@ -187,17 +188,23 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _summary(job: Job, results: list, *, seconds: float, figures: Figures, out=None) -> None:
+def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
+             wall: float | None = None, out=None) -> None:
+    """The table on stdout. Sizes in MB of 10^6 bytes (transforms/progress.py); rates by the
+    wall time when known (the command's, from the process's start), else by the job's."""
     out = out or sys.stdout
     written = [r for r in results if r.failed is None]
-    docs_, toks, mb = figures.documents, figures.tokens, figures.input_bytes / 2**20
+    docs_, toks, mb = figures.documents, figures.tokens, figures.input_bytes / progress.MB
     bad_records = figures.bad_records
     skipped = sum(1 for s in job.shards if s.skip)
+    per = wall if wall else seconds
     rows = [("shards written", f"{len(written)}"), ("shards skipped", f"{skipped}"),
             ("shards failed", f"{len(results) - len(written)}"), ("documents", f"{docs_:,}"),
-            ("tokens", f"{toks:,}"), ("input MB", f"{mb:.2f}"), ("seconds", f"{seconds:.1f}"),
-            ("MB/s", f"{mb / seconds:.2f}" if seconds else "-"),
-            ("tokens/s", f"{toks / seconds:,.0f}" if seconds else "-"),
+            ("tokens", f"{toks:,}"), ("input MB", f"{mb:.2f}"),
+            ("wall seconds", f"{wall:.1f}" if wall is not None else "-"),
+            ("job seconds", f"{seconds:.1f}"),
+            ("MB/s", f"{mb / per:.2f}" if per else "-"),
+            ("tokens/s", f"{toks / per:,.0f}" if per else "-"),
             ("bad records", f"{bad_records}")]
     width = max(len(k) for k, _ in rows)
     print("summary", file=out)
@@ -265,24 +272,29 @@ def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> No
     _remove_if_empty(parts.root(job.output))
 
 
-def report(job: Job, results: list, *, seconds: float, figures: Figures | None = None) -> int:
-    """The summary on stdout, failed shards on stderr; returns the exit status. ``figures``:
-    the run's counters (the records' when not given). A run that had nothing to write says
-    so in one line, with what the commit records of its shards add up to."""
+def report(job: Job, results: list, *, seconds: float, figures: Figures | None = None,
+           wall: float | None = None) -> int:
+    """The summary on stdout, failed shards on stderr; returns the exit status. ``seconds``:
+    the job's (the pipeline's); ``wall``: the command's, from its start (None: not known);
+    ``figures``: the run's counters (the records' when not given). A run that had nothing to
+    write says so in one line, with what the commit records of its shards add up to."""
     if not job.to_process:
         there = manifest.Committed.of(already_committed(job))
         print(f"nothing to do: {there.shards} shards already committed ({there.documents:,} "
               f"documents, {there.tokens:,} tokens)", flush=True)
         return 0
-    _summary(job, results, seconds=seconds, figures=figures or recorded_figures(job, results))
+    _summary(job, results, seconds=seconds, wall=wall,
+             figures=figures or recorded_figures(job, results))
     failed = [r for r in results if r.failed]
     for r in failed:
         _LOG.error("FAILED %s: %s", r.shard, r.failed)
     return 1 if failed else 0
 
 
-def execute(job: Job, argv, *, storage=None) -> int:
-    """Run the job to completion; returns the exit status."""
+def execute(job: Job, argv, *, storage=None, since: float | None = None) -> int:
+    """Run the job to completion; returns the exit status. ``since``: when the command began
+    (``time.monotonic()``; the process's start for the command line), for the summary's wall
+    time."""
     started, t0 = _now(), time.monotonic()
     announce_skips(job)
     counters = reported = None
@@ -293,29 +305,39 @@ def execute(job: Job, argv, *, storage=None) -> int:
         if chosen is not None:
             _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
         options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
-        job.config = dataclasses.replace(job.config,
-                                         progress=_progress_plan(job, workers=chosen and chosen[0]))
+        plan_ = progress_plan(job, workers=chosen and chosen[0])
+        job.config = dataclasses.replace(job.config, progress=plan_)
         import apache_beam as beam
 
         from pipelines import _tokenize_graph
 
-        t0 = time.monotonic()  # the summary's seconds: the job, not Beam's import or planning
-        with beam.Pipeline(options=options) as pipeline:
-            _tokenize_graph.build(pipeline, job, storage=storage)
+        t0 = time.monotonic()  # the job's seconds: the pipeline, not Beam's import or planning
+        watch = progress.JobProgress(plan_).start() if plan_.folder else None
+        try:
+            with beam.Pipeline(options=options) as pipeline:
+                _tokenize_graph.build(pipeline, job, storage=storage)
+        finally:
+            if watch is not None:
+                watch.close()  # the last line (or the bar's end) before the summary
         counters = _tokenize_graph.figures(pipeline.result)
         reported = _tokenize_graph.shard_results(pipeline.result)
     results = finish(job, argv, started=started, reported=reported)
-    return report(job, results, seconds=time.monotonic() - t0,
+    now = time.monotonic()
+    return report(job, results, seconds=now - t0, wall=None if since is None else now - since,
                   figures=counted_figures(job, results, counters))
 
 
-def _progress_plan(job: Job, *, workers: int | None) -> progress.ProgressPlan:
-    """What the workers' progress lines need: the planned bytes (comparable only for plain
-    JSONL, see transforms/progress.py) and the local workers (None: a cluster's own)."""
+def progress_plan(job: Job, *, workers: int | None) -> progress.ProgressPlan:
+    """How progress is told (transforms/progress.py): by this process alone (one local
+    worker), by this process from the counts ``workers`` > 1 local processes note in a private
+    folder, or on a cluster (None) by each worker process, labelled. The planned bytes are
+    comparable only for plain JSONL (and not on a cluster, whose lines are per process)."""
     stems = {s.stem for s in job.to_process}  # once, not per file: 100,000 files
     todo = [f for f in job.files if f.stem in stems]
+    several = bool(workers and workers > 1 and job.config.log_interval)
     return progress.ProgressPlan(
-        interval=job.config.log_interval, workers=workers or 1, run=job.run_id,
+        interval=job.config.log_interval, run=job.run_id,
+        folder=progress.worker_folder() if several else "", labelled=workers is None,
         planned_bytes=progress.planned_bytes([(f.format, f.size) for f in todo])
         if workers else 0)
 
@@ -362,7 +384,7 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
 def run(argv=None) -> int:
     """The command (also for in-process callers): returns the exit status; what goes wrong
     is one line on stderr (see dataio/errors.py)."""
-    return errors.main(_run, argv)
+    return errors.main(functools.partial(_run, since=time.monotonic()), argv)
 
 
 def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
@@ -389,7 +411,7 @@ def lock_output(options, argv, *, run_id: str) -> output_lock.OutputLock:
                                command=" ".join(["tokenize", *redact_argv(argv)]))
 
 
-def _run(argv) -> int:
+def _run(argv, *, since: float | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
@@ -407,7 +429,7 @@ def _run(argv) -> int:
         job.run_id, job.guard = run_id, held.guard()
         errors.on_interrupt_say(lambda: what_is_kept(job))
         try:
-            status = execute(job, argv, storage=storage)
+            status = execute(job, argv, storage=storage, since=since)
         except BaseException as exc:
             # Failed or interrupted: this run's temporaries are of no use to the next (its
             # finished items are kept under _parts/); removing them may fail too (storage
@@ -486,7 +508,24 @@ def configure_storage(options, secrets: dict):
 def main() -> int:
     """The command line (``python -m pipelines.tokenize``, the ``tokenbeam-tokenize`` script):
     :func:`run` with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
-    return errors.main(_run, process=True)
+    return errors.main(functools.partial(_run, since=process_started()), process=True)
+
+
+def process_started() -> float:
+    """When this process started, on ``time.monotonic()``'s clock (the summary's wall time
+    counts the interpreter's start-up and imports too, as ``time`` does); now where
+    ``/proc`` does not say."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            # field 22, after the parenthesised name (which may hold spaces)
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        age = uptime - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - max(0.0, age)
 
 
 if __name__ == "__main__":

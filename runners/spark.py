@@ -456,6 +456,7 @@ def _submit(args, cfg: dict) -> int:
         spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
     run_id = output_lock.new_run_id()
     started, t0 = tokenize._now(), time.monotonic()
+    since = tokenize.process_started()  # the summary's wall time: the whole command's
     with tokenize.lock_output(options, argv, run_id=run_id) as held:
         tokenize.take_over(io.output, held, ended=_ended_on(client) if client else None)
         job = tokenize.plan(options, checked=True)
@@ -463,8 +464,12 @@ def _submit(args, cfg: dict) -> int:
         tokenize.announce_skips(job)
         if not job.to_process:
             results = tokenize.finish(job, argv, started=started)
-            return tokenize.report(job, results, seconds=time.monotonic() - t0)
+            return tokenize.report(job, results, seconds=time.monotonic() - t0,
+                                   wall=time.monotonic() - since)
         tokenize.prepare_output(job, guard=held.guard())  # only while the lease is ours
+        # each executor's progress lines are its own, labelled so (transforms/progress.py)
+        job.config = dataclasses.replace(job.config,
+                                         progress=tokenize.progress_plan(job, workers=None))
         where = cfg["master"] if cfg["kind"] == "spark" else batches_url(cfg)
         output_lock.hold_detached(io.output, run_id, {"runner": cfg["kind"], "cluster": where,
                                                       HELD_BATCHES_KEY: None})
@@ -511,7 +516,8 @@ def _submit(args, cfg: dict) -> int:
         if meta.get("run_id") != run_id:
             tokenize.finish(job, argv, started=started)
         results = tokenize.collect_results(job)  # no metrics come back from the cluster
-        status = tokenize.report(job, results, seconds=time.monotonic() - t0)
+        status = tokenize.report(job, results, seconds=time.monotonic() - t0,
+                                 wall=time.monotonic() - since)
         if state != LIVY_OK:
             if client is not None:
                 _print_log_tail(client, batch)

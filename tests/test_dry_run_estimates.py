@@ -83,12 +83,12 @@ def test_the_real_counts_lie_within_the_printed_bound(fmt, records, hf_tokenizer
     sampled = [x.strip() for x in said.splitlines() if x.startswith("    sampled: ")]
     assert len(sampled) == 1, said
     if fmt == "jsonl":
-        assert "16 windows of 0.06 MB" in sampled[0]
+        assert "16 windows of 0.06 MiB" in sampled[0]
     elif fmt == "parquet":
         assert "8 of 15 row groups" in sampled[0]
     else:
-        assert "first 1.00 MB decompressed" in sampled[0]
-        assert "MB stored decompressed" in sampled[0]
+        assert "first 1.00 MiB decompressed" in sampled[0]
+        assert "MiB stored decompressed" in sampled[0]
     assert _run(inp, out, hf_tokenizer) == 0
     done = json.loads((out / "metadata.json").read_text())["totals"]
     low, high = _number(total.group(3)), _number(total.group(4))

@@ -1,33 +1,54 @@
-"""Progress of the tokenize step in a worker process: a line every ``--log-interval`` documents,
+"""Progress of the tokenize step: one line for the whole job every ``--log-interval`` documents,
 or a live bar when stderr is a terminal. No Beam import.
 
-What a worker knows is its own work: the documents, input bytes and tokens that went through
-the tokenizer in this process (every DoFn instance of the process adds to one :class:`Meter`).
-What the driver planned travels in :class:`ProgressPlan`: the job's planned input bytes and the
-number of local worker processes. From them comes the ETA:
+Units: MB is 10^6 bytes here and everywhere tokenbeam prints a size or a rate (the summary,
+``--dry-run``); a power of two is written MiB.
 
-* one worker: the job's remaining bytes at this worker's rate so far;
-* N workers: the ETA of this worker's even share (planned bytes / N), i.e. of the job if the
-  workers go alike; the work items are not all the same size, so the last worker may take
-  longer. The line says so ("ETA of its share").
-* no ETA when the planned bytes are not comparable with what is counted: a compressed JSONL or
-  a Parquet input is counted in decoded text bytes, not in bytes on storage (the planner then
-  passes ``planned_bytes=0``), and on a cluster runner, whose worker count is not ours.
+Who prints what (:class:`ProgressPlan`, decided by the driver):
+
+* one local process (the in-process runner): its :class:`Meter`, whose counts are the job's;
+* ``--workers N`` local processes (``folder`` set): each worker's :class:`Meter` only notes its
+  counts in a file of the driver's private folder (:func:`dataio.workers.note_counts`), and the
+  driver's :class:`JobProgress` adds them up and prints the job's line (or bar): documents,
+  bytes and tokens of all workers, rates since the first batch anywhere, and the ETA of the
+  job's remaining bytes at that rate;
+* a cluster runner's workers (Flink, Spark; ``labelled``): each process prints its own line,
+  labelled with its pid and host as that process's counts only (its log is the TaskManager's or
+  the executor's; the driver is elsewhere, and Beam's counters reach it only at the end).
+
+Why files and not Beam's counters: they reach the driver with a bundle's end, and the local
+runner gives each worker its share of a stage as few large bundles, so the driver would see the
+counts only when most of the work is done. The files are progress only; the summary's figures
+are the counters (pipelines/tokenize.py).
+
+The ETA needs planned bytes comparable with what is counted: a compressed JSONL or a Parquet
+input is counted in decoded text bytes, not in bytes on storage (the planner then passes
+``planned_bytes=0``: no ETA), and a cluster's lines have none.
 
 Lines come at batch ends (documents reach the tokenizer a batch at a time, ``--batch-documents``
-at most): the first batch end at or past each multiple of the interval gives one line, so an
-interval smaller than a batch gives a line per batch.
+at most; the driver reads the workers' counts twice a second): the first count at or past each
+multiple of the interval gives one line, so an interval smaller than a batch gives a line per
+batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import socket
 import sys
+import tempfile
 import threading
 import time
 
-from dataio import log
+from dataio import errors, log, workers
+
+MB = 10**6  # the unit of every size and rate tokenbeam prints
+# A local worker notes its counts at most this often (a note is a small file written and
+# renamed, ~0.1-0.3 ms; a batch of --batch-documents 16 can take about that), and at each
+# bundle's end.
+NOTE_EVERY = 0.2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +57,10 @@ class ProgressPlan:
 
     interval: int = 10_000  # documents between lines; 0: no progress at all
     planned_bytes: int = 0  # the job's input bytes to read, all workers together; 0: unknown
-    workers: int = 1  # local worker processes sharing those bytes
-    bar: bool | None = None  # None: a live bar when stderr is a terminal and workers == 1
+    bar: bool | None = None  # None: a live bar when the reporter's stderr is a terminal
     run: str = ""  # the run's id: two runs in one process do not add to one meter
+    folder: str = ""  # local worker processes: where each notes its counts for the driver
+    labelled: bool = False  # a cluster's workers: each line is its own process's, labelled
 
 
 def planned_bytes(inputs) -> int:
@@ -59,28 +81,30 @@ def duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def fraction(plan: ProgressPlan, done_bytes: int) -> float | None:
+    """The job's fraction done (None: no comparable plan)."""
+    if not plan.planned_bytes:
+        return None
+    return min(1.0, done_bytes / plan.planned_bytes)
+
+
 def eta(plan: ProgressPlan, *, done_bytes: int, elapsed: float) -> str:
-    """The ETA part of a line ('' when it cannot be told)."""
+    """The ETA part of a line ('' when it cannot be told): the job's remaining bytes at the
+    job's rate so far."""
     if not plan.planned_bytes or done_bytes <= 0 or elapsed <= 0:
         return ""
-    share = plan.planned_bytes / max(plan.workers, 1)
-    left = max(share - done_bytes, 0.0)
+    left = max(plan.planned_bytes - done_bytes, 0.0)
     seconds = left / (done_bytes / elapsed)
-    if plan.workers > 1:
-        percent = min(100.0, 100.0 * done_bytes / share)
-        return (f"; {percent:.0f}% of its share ({plan.planned_bytes / 2**20:,.1f} MB planned / "
-                f"{plan.workers} workers), ETA of its share {duration(seconds)}")
-    percent = min(100.0, 100.0 * done_bytes / plan.planned_bytes)
-    return (f"; {percent:.0f}% of {plan.planned_bytes / 2**20:,.1f} MB planned, "
-            f"ETA {duration(seconds)}")
+    return (f"; {100.0 * fraction(plan, done_bytes):.0f}% of {plan.planned_bytes / MB:,.1f} MB "
+            f"planned, ETA {duration(seconds)}")
 
 
 def line(plan: ProgressPlan, *, documents: int, num_bytes: int, tokens: int, elapsed: float,
          routed: int | None = None) -> str:
-    """One progress line (without the worker's name)."""
+    """One progress line (without a cluster worker's label)."""
     elapsed = max(elapsed, 1e-9)
-    text = (f"Processed {documents:,} documents, {num_bytes / 2**20:,.1f} MB, {tokens:,} tokens "
-            f"({documents / elapsed:,.0f} docs/s, {num_bytes / elapsed / 2**20:,.2f} MB/s, "
+    text = (f"Processed {documents:,} documents, {num_bytes / MB:,.1f} MB, {tokens:,} tokens "
+            f"({documents / elapsed:,.0f} docs/s, {num_bytes / elapsed / MB:,.2f} MB/s, "
             f"{tokens / elapsed:,.0f} tokens/s)")
     if routed is not None:
         text += f"; {routed:,} texts routed to the reference tokenizer"
@@ -88,7 +112,8 @@ def line(plan: ProgressPlan, *, documents: int, num_bytes: int, tokens: int, ela
 
 
 class Meter:
-    """Counts of this process; :meth:`add` after each batch logs a line when one is due."""
+    """Counts of this process; :meth:`add` after each batch logs a line when one is due (or,
+    in a local worker process, notes its counts for the driver)."""
 
     def __init__(self, plan: ProgressPlan, *, clock=time.monotonic, stream=None):
         self.plan = plan
@@ -96,33 +121,38 @@ class Meter:
         self._stream = stream
         self._lock = threading.Lock()
         self._start: float | None = None  # the first batch's arrival (begin), not set-up
+        self._started_wall: float | None = None  # the same on the wall clock, for the driver
         self.documents = self.num_bytes = self.tokens = 0
         self.routed: int | None = None  # texts routed to the reference (fast backend only)
         self._next = plan.interval
         self._bar = None
         self._log = log.get("progress")
+        self._noted_at = float("-inf")  # a local worker's last note of its counts
+        self._unnoted = False
 
-    def begin(self) -> None:
+    def begin(self, *, at: float | None = None) -> None:
         """A batch has reached the tokenizer: rates count from the first (the worker's start-up
-        and the stages before, reading included, are not tokenizing)."""
+        and the stages before, reading included, are not tokenizing). ``at``: when, on this
+        meter's clock (the driver's: the first batch of any worker)."""
         if self._start is None:
             with self._lock:
                 if self._start is None:
-                    self._start = self._clock()
+                    self._start = self._clock() if at is None else at
+                    self._started_wall = time.time()
 
     def _use_bar(self) -> bool:
+        if self.plan.labelled:
+            return False
         if self.plan.bar is not None:
             return self.plan.bar
         stream = self._stream or sys.stderr
-        return self.plan.workers <= 1 and hasattr(stream, "isatty") and stream.isatty()
-
-    def _name(self) -> str:
-        return f"worker {os.getpid()}: " if self.plan.workers > 1 else ""
+        return hasattr(stream, "isatty") and stream.isatty()
 
     def add(self, *, documents: int, num_bytes: int, tokens: int,
             routed: int | None = None) -> str | None:
         """Add one batch (``routed``: its texts routed to the reference tokenizer, None without
-        routing); returns the line logged, if one was due (None with a bar)."""
+        routing); returns the line logged, if one was due (None with a bar, and in a local
+        worker process, whose counts go to the driver)."""
         if not self.plan.interval:
             return None
         self.begin()
@@ -132,24 +162,46 @@ class Meter:
             self.tokens += tokens
             if routed is not None:
                 self.routed = (self.routed or 0) + routed
+            if self.plan.folder:
+                self._unnoted = True
+                if self._clock() - self._noted_at >= NOTE_EVERY:
+                    self._note()
+                return None
             if self._use_bar():
                 self._update_bar(num_bytes)
                 return None
             if self.documents < self._next:
                 return None
             self._next = (self.documents // self.plan.interval + 1) * self.plan.interval
-            text = self._name() + line(self.plan, documents=self.documents,
-                                       num_bytes=self.num_bytes, tokens=self.tokens,
-                                       elapsed=self._clock() - self._start, routed=self.routed)
+            text = line(self.plan, documents=self.documents, num_bytes=self.num_bytes,
+                        tokens=self.tokens, elapsed=self._clock() - self._start,
+                        routed=self.routed)
+            if self.plan.labelled:
+                text = f"worker {os.getpid()}@{socket.gethostname()} (this process only): {text}"
         self._log.info("%s", text)
         return text
+
+    def _note(self) -> None:
+        """(Under the lock.) This worker's counts, for the driver."""
+        workers.note_counts(self.plan.folder, {
+            "documents": self.documents, "bytes": self.num_bytes, "tokens": self.tokens,
+            "routed": self.routed, "started": self._started_wall})
+        self._noted_at, self._unnoted = self._clock(), False
+
+    def flush(self) -> None:
+        """Note the counts not noted yet (a local worker, at the end of a bundle: before the
+        driver's last read, which comes after the pipeline's last bundle)."""
+        with self._lock:
+            if self.plan.folder and self._unnoted:
+                self._note()
 
     def _update_bar(self, num_bytes: int) -> None:
         if self._bar is None:
             from tqdm import tqdm
 
+            # unit_divisor 1000: tqdm's "MB" is then 10^6 bytes, as in the lines and the summary
             self._bar = tqdm(total=self.plan.planned_bytes or None, unit="B", unit_scale=True,
-                             unit_divisor=1024, desc="tokenize", leave=False,
+                             unit_divisor=1000, desc="tokenize", leave=False,
                              file=self._stream or sys.stderr, dynamic_ncols=True)
         postfix = {"docs": f"{self.documents:,}", "tokens": f"{self.tokens:,}"}
         if self.routed:
@@ -162,6 +214,69 @@ class Meter:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
+
+
+def worker_folder() -> str:
+    """A private folder (0700) where ``--workers N`` local processes note their counts."""
+    return tempfile.mkdtemp(prefix="tokenbeam-progress-")
+
+
+class JobProgress:
+    """The driver's side of ``--workers N``: every ``poll`` seconds it adds up the counts the
+    local worker processes noted in ``plan.folder`` and feeds the job's total to one
+    :class:`Meter` (the job's line, or its bar on a terminal). Each worker's counts only grow,
+    so the job's do too. :meth:`close` reads them a last time, ends the bar and removes the
+    folder."""
+
+    def __init__(self, plan: ProgressPlan, *, poll: float = 0.5, clock=time.monotonic,
+                 stream=None):
+        self.folder = plan.folder
+        self.meter = Meter(dataclasses.replace(plan, folder=""), clock=clock, stream=stream)
+        self._clock = clock
+        self._told = {"documents": 0, "bytes": 0, "tokens": 0, "routed": 0}
+        self._poll = poll
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="tokenbeam-progress",
+                                        daemon=True)
+        self._forget = lambda: None
+
+    def start(self) -> "JobProgress":
+        log.ensure()
+        # an interrupt or a dead worker ends the driver without unwinding: the folder goes too
+        self._forget = errors.release_on_interrupt(self._remove)
+        self._thread.start()
+        return self
+
+    def _remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._poll):
+            self.update()
+
+    def update(self) -> str | None:
+        """Read the workers' counts once; returns the line logged, if one was due."""
+        noted = workers.noted_counts(self.folder)
+        total = {k: sum(int(n.get(k) or 0) for n in noted) for k in self._told}
+        delta = {k: total[k] - self._told[k] for k in total}
+        if not any(delta.values()):
+            return None
+        started = [float(n["started"]) for n in noted if n.get("started")]
+        if started:  # the first batch of any worker, on this process's clock
+            self.meter.begin(at=self._clock() - max(0.0, time.time() - min(started)))
+        self._told = total
+        routed = delta["routed"] if any(n.get("routed") is not None for n in noted) else None
+        return self.meter.add(documents=delta["documents"], num_bytes=delta["bytes"],
+                              tokens=delta["tokens"], routed=routed)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        self.update()
+        self.meter.close()
+        self._forget()
+        self._remove()
 
 
 _meters: dict[ProgressPlan, Meter] = {}

@@ -210,6 +210,7 @@ class _TokenizeFn(beam.DoFn):
         pending, self._pending = self._pending, None
         if pending is not None:
             yield from self._emit(*pending)
+        self._meter.flush()  # a local worker's last counts reach the driver's progress line
 
     def teardown(self):
         if getattr(self, "_meter", None) is not None:

@@ -141,3 +141,36 @@ def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(j
     # a report that misses a shard (a string set is capped at 1 MB) is not trusted
     partial = dict(list(reported.items())[:1])
     assert tokenize.collect_results(job, partial) == from_records
+
+
+def test_progress_is_the_jobs_locally_and_labelled_per_process_on_a_cluster(job):
+    """How progress is told (transforms/progress.py): one local process prints the job's lines;
+    several note their counts for the driver's one line; a cluster's workers (None) label
+    theirs, without an ETA."""
+    job, _ = job
+    job.config = dataclasses.replace(job.config, log_interval=10)
+    planned = sum(f.size for f in job.files)
+    one = tokenize.progress_plan(job, workers=1)
+    assert (one.folder, one.labelled, one.planned_bytes) == ("", False, planned)
+    several = tokenize.progress_plan(job, workers=2)
+    try:
+        assert os.path.isdir(several.folder) and oct(os.stat(several.folder).st_mode)[-3:] == "700"
+        assert not several.labelled and several.planned_bytes == planned
+    finally:
+        os.rmdir(several.folder)
+    cluster = tokenize.progress_plan(job, workers=None)
+    assert (cluster.folder, cluster.labelled, cluster.planned_bytes) == ("", True, 0)
+    job.config = dataclasses.replace(job.config, log_interval=0)  # no progress: no folder
+    assert tokenize.progress_plan(job, workers=2).folder == ""
+
+
+def test_the_summary_gives_wall_and_job_seconds_in_mb_of_10_6_bytes(job, capsys):
+    job, _ = job
+    figures = tokenize.Figures(documents=3, tokens=9, input_bytes=5_000_000, bad_records=0)
+    tokenize.report(job, [], seconds=2.0, wall=4.0, figures=figures)
+    rows = dict(line.strip().rsplit(None, 1) for line in capsys.readouterr().out.splitlines()[1:])
+    assert rows["input MB"] == "5.00" and rows["MB/s"] == "1.25"  # by the wall time
+    assert rows["wall seconds"] == "4.0" and rows["job seconds"] == "2.0"
+    tokenize.report(job, [], seconds=2.0, figures=figures)  # the wall time unknown
+    rows = dict(line.strip().rsplit(None, 1) for line in capsys.readouterr().out.splitlines()[1:])
+    assert rows["wall seconds"] == "-" and rows["MB/s"] == "2.50"
