@@ -105,7 +105,8 @@ def commands(script: str) -> list[list[str]]:
     dropped, split at ``;``, ``&&``, ``||``, ``|``, ``&`` and line ends, a redirection and its
     target dropped, leading ``NAME=value`` assignments and ``exec``/``time`` dropped. Enough for
     examples (no control flow is understood: ``if``/``for`` lines come out as odd commands that
-    name no tokenbeam command). A ``#`` inside a word starts a comment too (shlex's rule)."""
+    name no tokenbeam command; a line inside a quoted string that spans lines is left out). A ``#``
+    inside a word starts a comment too (shlex's rule)."""
     found: list[list[str]] = []
     for line in script.replace("\\\n", " ").splitlines():
         lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
@@ -113,7 +114,11 @@ def commands(script: str) -> list[list[str]]:
         lexer.commenters = "#"
         current: list[str] = []
         skip_next = False
-        for token in lexer:
+        try:
+            tokens = list(lexer)
+        except ValueError:  # a line of a quoted string that spans lines (a script's `sh -c '...'`)
+            continue
+        for token in tokens:
             if skip_next:
                 skip_next = False
             elif token and set(token) <= set("<>&") and set(token) & set("<>"):
