@@ -140,7 +140,8 @@ def expand_output_prefix(argv: list[str]) -> list[str]:
                                "P writes P_{key}_{level}.bin/.idx; --output DIR writes "
                                "{input name}_{key}_{level}_dc=.._sc=.._tc=...bin/.idx)")
     folder, name = posixpath.split(prefix)
-    return rest + ["--output", folder or ".", "--output-name", name]
+    # one token each: a name starting with "-" (Megatron takes it) is not read as a flag
+    return rest + [f"--output={folder or '.'}", f"--output-name={name}"]
 
 
 class TokenizerFlags:

@@ -97,3 +97,16 @@ def test_prefix_refused_with_output_or_several_inputs(ids, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     status, _, err = _run(capsys, "--input", ids, "--output-prefix", str(tmp_path) + "/")
     assert status == 2 and err.startswith("error: --output-name ''")
+
+
+@pytest.mark.slow
+def test_prefix_whose_name_starts_with_a_dash(ids, tmp_path, capsys):
+    """Megatron takes --output-prefix data/-x (its argparse sees one value); the name must not
+    become a flag of its own once the prefix is split into folder and name."""
+    status, _, err = _run(capsys, "--input", ids, "--output-prefix", str(tmp_path / "-x"),
+                          "--dry-run")
+    assert status == 0, err
+    out = tmp_path / "-out"
+    status, _, err = _run(capsys, "--input", ids, "--output-prefix", str(out / "-x"))
+    assert status == 0, err
+    assert _datasets(out) == ["-x_text_document.bin", "-x_text_document.idx"]

@@ -464,6 +464,27 @@ class HuggingFaceTokenizer(Tokenizer):
         self.cuts = None if self._special else cut_pattern(json.loads(self._tok.to_str()))
         self.eod = hf_auto.token_id(self._hf, self._hf.eos_token)
         self.bos = hf_auto.token_id(self._hf, self._hf.bos_token)
+        self._path = path
+
+    def ids_as_before(self) -> bool:
+        """Whether tokenizer.json read alone by ``tokenizers`` (what tokenbeam encoded with
+        before transformers loaded folders, issue 25) gives these ids: same vocabulary size and
+        ids on the probe texts, the folder's special tokens among them. Where not, the configs
+        change the ids, and shards committed before must not be kept (describe: the key moves)."""
+        import tokenizers
+
+        with fsutil.open_file(self._path, "rb") as f:
+            plain = tokenizers.Tokenizer.from_str(f.read().decode("utf-8"))
+        plain.no_truncation()
+        plain.no_padding()
+        if plain.get_vocab_size(with_added_tokens=True) != self.vocab_size:
+            return False
+        texts = list(ADVERSARIAL) + probe_texts(self)
+        before = [e.ids for e in plain.encode_batch_fast(texts, add_special_tokens=self._special)]
+        try:
+            return before == [list(ids) for ids in self._encode_plain(texts)]
+        except ValueError:  # a text without ids (no unk_token): tokenbeam failed it before too
+            return False
 
     @property
     def backend(self):
@@ -1615,7 +1636,13 @@ def _build_reference(spec: TokenizerSpec) -> Tokenizer:
 def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
     """The tokenizer's entry in metadata.json (and part of every shard's resume key: its
     digests, not its paths, which are recorded resolved so that they name the files from any
-    folder)."""
+    folder). A HuggingFace folder whose configs change the ids from those of its tokenizer.json
+    alone adds ``loader: transformers`` to the options: shards committed before issue 25 with the
+    same files are then redone, not kept; other folders keep their keys."""
+    options = spec.options()
+    reference = getattr(tok, "reference", tok)
+    if isinstance(reference, HuggingFaceTokenizer) and not reference.ids_as_before():
+        options = {**options, "loader": "transformers"}
     return {
         "kind": spec.kind,
         "model": fsutil.resolved(spec.model),
@@ -1623,7 +1650,7 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,
-        **({"options": spec.options()} if spec.options() else {}),
+        **({"options": options} if options else {}),
         "backend": tok.name,
         "library": getattr(tok, "reference", tok).library,
         "library_version": getattr(tok, "reference", tok).library_version,

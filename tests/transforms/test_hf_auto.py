@@ -109,3 +109,29 @@ def test_truncation_in_tokenizer_json_is_not_applied(tmp_path):
            for b in ("tokenizers", "fast")}
     want = _ids(tk.load_tokenizer(spec), [text])
     assert len(want[0]) > 8 and got == {"tokenizers": want, "fast": want}
+
+
+def test_resume_key_moves_where_the_configs_change_the_ids(tmp_path):
+    """Before issue 25 a folder's tokenizer_config.json was read for eos_token only; its other
+    effects (here two special tokens the vocabulary lacks) change the ids now. A shard committed
+    then must not be kept as if it were Megatron's: its key moves. Folders whose ids are the
+    same keep their key (a half-done run resumes)."""
+    source = os.path.join(DATA, "..", "megatron_preprocess", "tokenizer")
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (keep / name).write_bytes(open(os.path.join(source, name), "rb").read())
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "tokenizer.json").write_bytes((keep / "tokenizer.json").read_bytes())
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (moved / "tokenizer.json").write_bytes((keep / "tokenizer.json").read_bytes())
+    (moved / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>",
+         "additional_special_tokens": ["<|im_start|>", "<|im_end|>"]}))
+    for folder, special, options in ((only, False, None), (only, True, None), (keep, False, None),
+                                     (moved, False, {"loader": "transformers"})):
+        spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=str(folder),
+                                add_special_tokens=special)
+        assert tk.describe(spec, tk.load_tokenizer(spec)).get("options") == options, folder
