@@ -331,7 +331,8 @@ def plan(options, *, checked: bool = False) -> Job:
         _LOG.info("note: %s", note)
     backend, why = tk.choose_backend(spec, sample_texts(files, io.json_keys))
     _LOG.info("tokenizer backend: %s (%s)", backend, why)
-    spec = dataclasses.replace(spec, backend=backend)
+    # workers build a HuggingFace folder's Rust backend from what the driver resolved
+    spec = tk.for_workers(dataclasses.replace(spec, backend=backend))
     tokenizer = tk.load_tokenizer(spec)
     if tok_opts.append_eod and tokenizer.eod is None:
         raise opts.OptionsError(f"--append-eod: the {spec.kind} at {spec.model} names no "

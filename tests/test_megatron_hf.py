@@ -84,9 +84,13 @@ def test_every_case_has_its_fixture():
 
 
 @pytest.mark.parametrize("name, stored, flags", VARIANTS)
-@pytest.mark.parametrize("backend", ["reference", "auto"])
+@pytest.mark.parametrize("backend", ["reference", "auto", "auto-worker"])
 def test_tokenizer_gives_megatron_bytes(tmp_path, backend, name, stored, flags):
+    """auto-worker: what a worker process builds from the driver's resolved tokenizer
+    (transforms/hf_resolved.py), without transformers."""
     flags = _flags(flags)
+    worker = backend == "auto-worker"
+    backend = "auto" if worker else backend
     options = opts.parse(["--input", "x", "--output", "y", *flags,
                           "--tokenizer-backend", backend])
     spec = options.view_as(opts.TokenizerOptions).tokenizer_spec()
@@ -96,7 +100,13 @@ def test_tokenizer_gives_megatron_bytes(tmp_path, backend, name, stored, flags):
     else:
         # the common path stays in Rust: gigatoken, else the folder's own tokenizers.Tokenizer
         assert chosen in ("fast", "tokenizers"), why
-    tok = tk.load_tokenizer(dataclasses.replace(spec, backend=chosen))
+    spec = dataclasses.replace(spec, backend=chosen)
+    if worker:
+        spec = tk.for_workers(spec)
+        assert spec.resolved is not None
+    tok = tk.load_tokenizer(spec)
+    if worker:
+        assert isinstance(tok.reference, tk.ResolvedHFTokenizer)
     got = _megatron_bytes(tmp_path, tok, flags)
     expected = _expected(stored)
     assert got[1] == expected[1], "the .idx differs (lengths, documents or dtype)"

@@ -60,7 +60,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from dataio import fs as fsutil
-from transforms import hf_auto
+from transforms import hf_auto, hf_resolved
 
 HF_KINDS = ("HuggingFaceTokenizer",)
 SP_KINDS = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
@@ -94,6 +94,10 @@ class TokenizerSpec:
     # --tokenizer-special-tokens: TikTokenizer's; a SentencePiece type's (with
     # --tokenizer-sentencepiece-legacy); None where Megatron ignores them (tokenizer_flags.py)
     special_tokens: tuple[str, ...] | None = None
+    # A HuggingFace folder's Rust tokenizer as the driver resolved and self-checked it, set by
+    # for_workers(): workers build the fast/tokenizers backend from it without transformers.
+    # Not a setting (options() and files() leave it out: resume keys do not see it).
+    resolved: hf_resolved.ResolvedHF | None = dataclasses.field(default=None, repr=False)
 
     def options(self) -> dict:
         """The switches beyond kind, files and EOD that change the ids (metadata, resume key);
@@ -463,6 +467,7 @@ class HuggingFaceTokenizer(Tokenizer):
         # transformers ended up with, and tokenize() maps each token to its id on its own
         self.cuts = None if self._special else cut_pattern(json.loads(self._tok.to_str()))
         self.eod = hf_auto.token_id(self._hf, self._hf.eos_token)
+        self._folder_eod = self.eod  # before any --eod-id (_build_reference)
         self.bos = hf_auto.token_id(self._hf, self._hf.bos_token)
         self._path = path
 
@@ -486,9 +491,18 @@ class HuggingFaceTokenizer(Tokenizer):
         except ValueError:  # a text without ids (no unk_token): tokenbeam failed it before too
             return False
 
-    @property
+    @functools.cached_property
+    def resolved(self) -> hf_resolved.ResolvedHF:
+        """What workers need to build the Rust backends without transformers."""
+        return hf_resolved.ResolvedHF.of(self._tok, vocab_size=self.vocab_size,
+                                         eod=self._folder_eod, bos=self.bos,
+                                         transformers_version=self.library_version)
+
+    @functools.cached_property
     def backend(self):
-        return self._tok
+        """The Rust tokenizer the fast and tokenizers backends encode with: made from
+        :attr:`resolved`'s bytes, so that the self-check runs on what workers build."""
+        return self.resolved.build()
 
     def _encode_plain(self, texts):
         return hf_auto.megatron_ids(self._hf, texts, include_special=self._special)
@@ -504,13 +518,39 @@ class HFBackendTokenizer(_RustTokenizer):
 
     name = "tokenizers"
 
-    def __init__(self, reference: HuggingFaceTokenizer):
+    def __init__(self, reference: HuggingFaceTokenizer | ResolvedHFTokenizer):
         self.reference = reference
         self._tok = reference.backend
         self.library_version = reference.tokenizers_version
         self._special = reference._special
         self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
         self.cuts = reference.cuts
+
+
+class ResolvedHFTokenizer(Tokenizer):
+    """A worker's stand-in for :class:`HuggingFaceTokenizer` under the Rust backends: the
+    tokenizer, vocabulary, EOD and BOS the driver resolved (``spec.resolved``,
+    transforms/hf_resolved.py), without transformers. It is not a backend itself: Megatron's
+    ids come from transformers' calls, which it does not make."""
+
+    library = "transformers"
+
+    def __init__(self, spec: TokenizerSpec):
+        resolved = spec.resolved
+        self.resolved = resolved
+        self.backend = resolved.build()
+        self.library_version = resolved.transformers_version
+        self.tokenizers_version = resolved.tokenizers_version
+        self.vocab_size, self.eod, self.bos = resolved.vocab_size, resolved.eod, resolved.bos
+        self._special = spec.add_special_tokens
+        self.cuts = None if self._special else cut_pattern(json.loads(resolved.json_text()))
+
+    def _encode_plain(self, texts):
+        raise TokenizerConfigError("a HuggingFace folder's reference ids come from "
+                                   "transformers; load the spec with backend='reference'")
+
+    def decode(self, ids):
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -1439,8 +1479,9 @@ def self_check(fast: Tokenizer, reference: Tokenizer, samples: Sequence[str]) ->
 
 # The self-check's outcome is kept per tokenizer files, options and library versions in a
 # small JSON file, so that later runs with the same tokenizer skip it. Bump CHECK_VERSION when
-# the check or the routing changes.
-CHECK_VERSION = 3
+# the check or the routing changes (4: HuggingFace folders checked on the tokenizer rebuilt
+# from the bytes workers get, transforms/hf_resolved.py).
+CHECK_VERSION = 4
 
 
 def check_cache_path() -> str:
@@ -1570,11 +1611,35 @@ def load_tokenizer(spec: TokenizerSpec) -> Tokenizer:
     resolved (``reference`` or ``fast``) by :func:`choose_backend` first; ``auto`` loads the
     reference. Cached per spec: the driver, and the in-process runner's DoFns, load a tokenizer
     once (both backends encode safely from several threads)."""
+    if spec.backend not in ("fast", "tokenizers") and spec.resolved is not None:
+        return load_tokenizer(dataclasses.replace(spec, resolved=None))
     if spec.backend == "fast":
-        return FastTokenizer(load_tokenizer(dataclasses.replace(spec, backend="reference")), spec)
+        return FastTokenizer(_rust_base(spec), spec)
     if spec.backend == "tokenizers" and spec.kind in HF_KINDS:
-        return HFBackendTokenizer(load_tokenizer(dataclasses.replace(spec, backend="reference")))
+        return HFBackendTokenizer(_rust_base(spec))
     return _load_reference(spec)
+
+
+def _rust_base(spec: TokenizerSpec) -> Tokenizer:
+    """What a Rust backend of ``spec`` is built on: the driver's resolved HuggingFace
+    tokenizer where the spec carries one this process can rebuild (no transformers), else the
+    reference tokenizer."""
+    if spec.kind in HF_KINDS and spec.resolved is not None and spec.resolved.usable_here():
+        tok = ResolvedHFTokenizer(spec)
+        if spec.eod_id is not None:  # as _build_reference
+            tok.eod = spec.eod_id
+        return tok
+    return load_tokenizer(dataclasses.replace(spec, backend="reference", resolved=None))
+
+
+def for_workers(spec: TokenizerSpec) -> TokenizerSpec:
+    """``spec`` (its backend chosen by :func:`choose_backend`) with what workers need to build
+    a HuggingFace folder's Rust backend without transformers: the driver's resolved tokenizer,
+    the one its self-check ran on. Other specs are returned as they are."""
+    if spec.kind not in HF_KINDS or spec.backend not in ("fast", "tokenizers"):
+        return spec
+    reference = load_tokenizer(dataclasses.replace(spec, backend="reference", resolved=None))
+    return dataclasses.replace(spec, resolved=reference.resolved)
 
 
 def _load_reference(spec: TokenizerSpec) -> Tokenizer:

@@ -1,0 +1,171 @@
+"""A HuggingFace folder's Rust backend on a worker (transforms/hf_resolved.py): built from what
+the driver resolved and self-checked, without importing transformers; the same ids, the same
+description and resume key as the tokenizer the driver loaded with transformers."""
+
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from transforms import tokenizer as tk
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "tests", "data", "megatron_hf")
+TEXTS = ["Hello World, it's 3.14!", "  leading <|endoftext|> and <s> [UNK] x", "", "ÄÖÜ ß 你好"]
+
+# A worker: the spec as the job pickles it, the tokenizer its DoFn's setup loads, its ids,
+# and which of the heavy libraries the process imported.
+WORKER = """
+import json, pickle, sys
+from transforms import tokenizer as tk
+spec = pickle.load(open(sys.argv[1], "rb"))
+tok = tk.load_tokenizer(spec)
+ids, lengths = tok.encode_batch(json.loads(sys.argv[2]))
+print(json.dumps({"ids": [int(i) for i in ids], "lengths": [int(n) for n in lengths],
+                  "backend": tok.name, "eod": tok.eod, "vocab": tok.vocab_size,
+                  "transformers": "transformers" in sys.modules}))
+"""
+
+
+def _driver_spec(folder, **kw):
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=os.path.join(DATA, folder),
+                            backend="auto", **kw)
+    chosen, why = tk.choose_backend(spec, TEXTS)
+    assert chosen in ("fast", "tokenizers"), why
+    return tk.for_workers(dataclasses.replace(spec, backend=chosen))
+
+
+def _ids(tok, texts=TEXTS):
+    ids, lengths = tok.encode_batch(texts)
+    return np.asarray(ids, dtype=np.int64).tolist(), lengths.tolist()
+
+
+@pytest.mark.slow  # a subprocess importing the tokenizer libraries
+@pytest.mark.parametrize("folder", ["gemma", "qwen2", "split_special_tokens"])
+def test_worker_builds_the_rust_backend_without_transformers(tmp_path, folder):
+    spec = _driver_spec(folder, eod_id=None)
+    assert spec.resolved is not None
+    (tmp_path / "spec.pickle").write_bytes(pickle.dumps(spec))
+    proc = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "spec.pickle"),
+                           json.dumps(TEXTS)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["transformers"] is False
+    reference = tk.load_tokenizer(dataclasses.replace(spec, backend="reference", resolved=None))
+    assert got["backend"] == spec.backend
+    assert (got["eod"], got["vocab"]) == (reference.eod, reference.vocab_size)
+    assert (got["ids"], got["lengths"]) == _ids(reference)
+
+
+@pytest.mark.parametrize("folder", ["gemma", "qwen2", "split_special_tokens", "no_eos_sep"])
+def test_workers_tokenizer_is_the_checked_one(folder):
+    """The driver's Rust tokenizer and the worker's come from the same bytes; description
+    (metadata.json, resume key) and settings unchanged by carrying them."""
+    spec = _driver_spec(folder)
+    plain = dataclasses.replace(spec, resolved=None)
+    driver, worker = tk.load_tokenizer(plain), tk.load_tokenizer(spec)
+    assert isinstance(worker.reference, tk.ResolvedHFTokenizer)
+    assert isinstance(driver.reference, tk.HuggingFaceTokenizer)
+    assert worker.reference.backend.to_str() == driver.reference.backend.to_str()
+    assert worker.reference.backend.encode_special_tokens == \
+        driver.reference.backend.encode_special_tokens
+    assert tk.describe(spec, worker) == tk.describe(plain, driver)
+    assert (spec.options(), spec.files()) == (plain.options(), plain.files())
+    assert _ids(worker) == _ids(driver) == _ids(driver.reference)
+
+
+def test_split_special_tokens_travels():
+    """``encode_special_tokens`` is not part of tokenizers' to_str(): it is carried beside."""
+    spec = _driver_spec("split_special_tokens")
+    assert spec.resolved.encode_special_tokens is True
+    assert tk.load_tokenizer(spec).reference.backend.encode_special_tokens is True
+
+
+def test_eod_override_applies_on_the_worker():
+    spec = _driver_spec("qwen2", eod_id=7)
+    assert tk.load_tokenizer(spec).eod == 7
+    assert spec.resolved.eod != 7  # the folder's own, the override applied where loaded
+
+
+def test_other_tokenizers_version_loads_the_folder_as_before():
+    spec = _driver_spec("qwen2")
+    other = dataclasses.replace(spec, resolved=dataclasses.replace(
+        spec.resolved, tokenizers_version="0.0.0"))
+    tok = tk.load_tokenizer(other)
+    assert isinstance(tok.reference, tk.HuggingFaceTokenizer)
+    assert _ids(tok) == _ids(tk.load_tokenizer(spec))
+
+
+def test_reference_and_other_kinds_carry_nothing():
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=os.path.join(DATA, "qwen2"))
+    assert tk.for_workers(spec).resolved is None  # backend reference: transformers itself
+    # a reference spec that carries one anyway is the reference
+    carried = dataclasses.replace(spec, resolved=_driver_spec("qwen2").resolved)
+    assert tk.load_tokenizer(carried) is tk.load_tokenizer(spec)
+    null = tk.TokenizerSpec("NullTokenizer", vocab_size=10, backend="reference")
+    assert tk.for_workers(null) is null
+
+
+def test_resolved_reference_never_encodes():
+    base = tk.load_tokenizer(_driver_spec("qwen2")).reference
+    with pytest.raises(tk.TokenizerConfigError):
+        base.encode_batch(["x"])
+
+
+# The job's driver loads the folder with transformers; its worker processes (started after it,
+# inheriting its environment) find a transformers that notes the import and refuses it.
+JOB_DRIVER = """
+import os, sys
+from transforms import hf_auto
+hf_auto.quiet_transformers()
+os.environ["PYTHONPATH"] = os.pathsep.join([sys.argv[1], os.environ["PYTHONPATH"]])
+from pipelines import tokenize
+sys.exit(tokenize.run(sys.argv[2:]))
+"""
+POISON = """
+import os
+open(os.path.join(os.environ["TOKENBEAM_TEST_MARKS"], f"transformers-{os.getpid()}"), "w").close()
+raise ImportError("a worker imported transformers")
+"""
+
+
+@pytest.mark.slow  # a whole --workers 2 job
+@pytest.mark.parametrize("folder", ["gemma", "split_special_tokens"])
+def test_workers_job_without_transformers_gives_megatron_bytes(tmp_path, folder):
+    import gzip
+
+    from megatron_reference import read_pair
+
+    poison = tmp_path / "poison" / "transformers"
+    poison.mkdir(parents=True)
+    (poison / "__init__.py").write_text(POISON)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    out, inputs = tmp_path / "out", tmp_path / "in"
+    inputs.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):  # two work items: two workers
+        shutil.copy(os.path.join(DATA, "corpus.jsonl"), inputs / name)
+    argv = ["--input", str(inputs), "--output", str(out),
+            "--json-keys", "text", "--log-interval", "0", "--workers", "2", "--append-eod",
+            "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", os.path.join(DATA, folder)]
+    proc = subprocess.run([sys.executable, "-c", JOB_DRIVER, str(poison.parent), *argv],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ROOT,
+                               "TOKENBEAM_TEST_MARKS": str(marks)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "workers: 2 " in proc.stderr, proc.stderr[-3000:]
+    assert not list(marks.iterdir()), "a worker imported transformers"
+    names = sorted(n[:-4] for n in os.listdir(out) if n.endswith(".idx"))
+    assert len(names) == 2
+    prefix = os.path.join(DATA, "megatron", f"{folder}_eod", "corpus_text_document")
+    with gzip.open(prefix + ".bin.gz") as b, gzip.open(prefix + ".idx.gz") as i:
+        expected = (b.read(), i.read())
+    assert all(read_pair(str(out / name)) == expected for name in names)
