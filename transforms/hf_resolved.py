@@ -30,10 +30,13 @@ class ResolvedHF:
     bos: int | None
     transformers_version: str
     tokenizers_version: str
+    # the folder's configs change the ids from its tokenizer.json alone (the driver's finding;
+    # it moves the resume key, see tokenizer.describe)
+    configs_change_ids: bool = False
 
     @classmethod
     def of(cls, tok, *, vocab_size: int, eod: int | None, bos: int | None,
-           transformers_version: str) -> "ResolvedHF":
+           transformers_version: str, configs_change_ids: bool = False) -> "ResolvedHF":
         """The record of ``tok`` (a ``tokenizers.Tokenizer``) and transformers' numbers."""
         import tokenizers
 
@@ -41,7 +44,8 @@ class ResolvedHF:
                    encode_special_tokens=bool(tok.encode_special_tokens),
                    vocab_size=vocab_size, eod=eod, bos=bos,
                    transformers_version=transformers_version,
-                   tokenizers_version=tokenizers.__version__)
+                   tokenizers_version=tokenizers.__version__,
+                   configs_change_ids=configs_change_ids)
 
     def json_text(self) -> str:
         return zlib.decompress(self.tokenizer_json).decode("utf-8")

@@ -496,7 +496,8 @@ class HuggingFaceTokenizer(Tokenizer):
         """What workers need to build the Rust backends without transformers."""
         return hf_resolved.ResolvedHF.of(self._tok, vocab_size=self.vocab_size,
                                          eod=self._folder_eod, bos=self.bos,
-                                         transformers_version=self.library_version)
+                                         transformers_version=self.library_version,
+                                         configs_change_ids=not self.ids_as_before())
 
     @functools.cached_property
     def backend(self):
@@ -1706,7 +1707,12 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
     same files are then redone, not kept; other folders keep their keys."""
     options = spec.options()
     reference = getattr(tok, "reference", tok)
-    if isinstance(reference, HuggingFaceTokenizer) and not reference.ids_as_before():
+    if isinstance(reference, HuggingFaceTokenizer):
+        changed = not reference.ids_as_before()
+    else:  # a worker's, or the driver's built as the workers build it: the driver's finding
+        changed = isinstance(reference, ResolvedHFTokenizer) and \
+            reference.resolved.configs_change_ids
+    if changed:
         options = {**options, "loader": "transformers"}
     return {
         "kind": spec.kind,

@@ -1,6 +1,7 @@
 """transforms/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any storage;
 the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -135,3 +136,9 @@ def test_resume_key_moves_where_the_configs_change_the_ids(tmp_path):
         spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=str(folder),
                                 add_special_tokens=special)
         assert tk.describe(spec, tk.load_tokenizer(spec)).get("options") == options, folder
+        # as the planner describes it: the backend chosen, the spec resolved for the workers
+        # (its tokenizer built as theirs is, without transformers' folder object)
+        chosen = tk.choose_backend(spec, ["a sample text"])[0]
+        planned = tk.for_workers(dataclasses.replace(spec, backend=chosen))
+        assert tk.describe(planned, tk.load_tokenizer(planned)).get("options") == options, \
+            (folder, chosen)
