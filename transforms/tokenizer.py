@@ -60,7 +60,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from dataio import fs as fsutil
-from transforms import hf_auto, hf_resolved
+from transforms import hf_auto, hf_resolved, tokenizer_files
 
 HF_KINDS = ("HuggingFaceTokenizer",)
 SP_KINDS = ("SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer")
@@ -554,28 +554,17 @@ class ResolvedHFTokenizer(Tokenizer):
         return self.backend.decode([int(i) for i in ids], skip_special_tokens=False)
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, pos
-
-
 def _proto_fields(data: bytes):
     """(field number, wire type, value) of one protobuf message level: ints for varints,
     bytes for length-delimited fields (fixed-width fields skipped as raw bytes)."""
     pos = 0
     while pos < len(data):
-        key, pos = _varint(data, pos)
+        key, pos = tokenizer_files.varint(data, pos)
         field, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _varint(data, pos)
+            value, pos = tokenizer_files.varint(data, pos)
         elif wire == 2:
-            size, pos = _varint(data, pos)
+            size, pos = tokenizer_files.varint(data, pos)
             value, pos = data[pos:pos + size], pos + size
         elif wire in (1, 5):
             width = 8 if wire == 1 else 4

@@ -46,7 +46,8 @@ def _head(path: str) -> bytes | None:
         return None
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A protobuf varint at ``pos``: (its value, the position after it)."""
     value = shift = 0
     while True:
         byte = data[pos]
@@ -63,10 +64,10 @@ def _is_sentencepiece(head: bytes) -> bool:
     try:
         if head[:1] != b"\x0a":
             return False
-        size, pos = _varint(head, 1)
+        size, pos = varint(head, 1)
         if size < 2 or head[pos:pos + 1] != b"\x0a":
             return False
-        length, start = _varint(head, pos + 1)
+        length, start = varint(head, pos + 1)
         head[start:start + length].decode("utf-8")
         return length < size
     except (IndexError, UnicodeDecodeError):
