@@ -181,3 +181,13 @@ def test_a_sub_commands_flag_before_it_is_named_not_taken_for_the_sub_command(ca
     err = _one_line(capsys.readouterr().err)
     assert err.startswith("error: unknown flag --nodes"), err
     assert "after submit" in err, err
+
+
+def test_a_value_starting_with_a_dash_is_told_how_to_give(capsys):
+    # "--input -a.jsonl": argparse's "expected one argument" alone does not say --input=-a.jsonl
+    from pipelines import tokenize
+
+    assert tokenize.run(["--input", "-a.jsonl", "--output", "o"]) == errors.EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == (
+        "error: --input: expected one argument; a value starting with '-' is given as "
+        "--input=-a.jsonl; see --help")
