@@ -144,7 +144,22 @@ class ArgumentParser(argparse.ArgumentParser):
         if typo:
             raise errors.ConfigError(unknown_flag_message(typo[0], flag_names(self)))
         message = " ".join(message.split()).removeprefix("argument ")  # "argument --x: ..."
-        raise errors.ConfigError(f"{message}; {SEE_HELP}")
+        raise errors.ConfigError(f"{message}{self._dash_value_hint(message)}; {SEE_HELP}")
+
+    def _dash_value_hint(self, message: str) -> str:
+        """For "--x: expected one argument" where a word starting with '-' follows --x (argparse
+        takes it for a flag): how to give it as the value."""
+        flag = message.split(":", 1)[0]
+        if not message.endswith("expected one argument"):
+            return ""
+        argv = self._own_args()
+        for i, arg in enumerate(argv[:-1]):
+            if arg in self._option_string_actions and arg.startswith("-") and (
+                    self._option_string_actions[arg] is self._option_string_actions.get(flag)):
+                value = argv[i + 1]
+                if value.startswith("-") and value != "--":
+                    return f"; a value starting with '-' is given as {arg}={value}"
+        return ""
 
     def _own_args(self) -> list[str]:
         """The arguments that are this parser's to judge: none where some are passed on to
