@@ -51,6 +51,18 @@ def test_page_escapes_names_and_records_and_redacts_secrets():
     assert "https://" not in page
 
 
+def test_a_password_in_a_url_is_masked():
+    # https://user:PASSWORD@host/...: a tokenizer or input read over HTTP(S) with credentials
+    meta = {"tokenizer": {"kind": "HuggingFaceTokenizer",
+                          "model": "https://me:s3cretPassw0rd@host/tok"},
+            "options": ["--input", "ftp://me:an0therSecret@host/in/*.jsonl"]}
+    page = report.render(title="out", rows=_rows(), meta=meta, bad=report.BadRecords(
+        total=0, by_input={}, by_reason=[], examples=[]), errors_where="/out/_errors",
+        vocab_size=500, summary={}, empty=0)
+    assert "s3cretPassw0rd" not in page and "an0therSecret" not in page
+    assert "me:REDACTED@host" in page
+
+
 @pytest.mark.parametrize("meta", [None, {}, {"tokenizer": "x<y", "options": "--a b",
                                              "versions": ["1"], "dtype": {"<k>": 1}},
                                   {"tokenizer": {"files": "f"}, "options": {"k": None}}])
