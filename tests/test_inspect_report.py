@@ -202,3 +202,15 @@ def test_report_renders_in_a_browser_and_runs_nothing_from_data(run_output, brow
     problems = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []
     assert os.path.getsize(page_path) < 200_000
+
+
+@pytest.mark.slow
+def test_report_given_a_folder_writes_report_html_in_it(run_output, tmp_path, capsys):
+    # "inspect OUT --report OUT" (or any folder): was os.replace's IsADirectoryError traceback
+    out = run_output["out"]
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert inspect_cli.run([str(out), "--report", str(folder)]) == 0
+    assert f"report: {folder / 'report.html'}" in capsys.readouterr().out
+    assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in folder.iterdir()) == ["report.html"]
