@@ -62,16 +62,38 @@ def unknown_flag_message(flag: str, known: Iterable[str]) -> str:
     return f"unknown flag {name}; {hint}"
 
 
-def unexpected_message(extras: list[str], parser: argparse.ArgumentParser) -> str:
-    """The one line for what ``parser`` could not place: the first unknown flag with the
-    nearest known one, else the first stray value (Megatron's ``--input`` takes one file:
-    ``--input a.jsonl b.jsonl`` leaves b.jsonl stray)."""
+def unexpected_message(extras: list[str], parser: argparse.ArgumentParser,
+                       sub: argparse.ArgumentParser | None = None) -> str:
+    """The one line for what ``parser`` (and its sub-command's parser ``sub``, if any) could
+    not place: the first unknown flag with the nearest known one, else the first stray value
+    (Megatron's ``--input`` takes one file: ``--input a.jsonl b.jsonl`` leaves b.jsonl stray)."""
     for extra in extras:
         if extra.startswith("-") and extra != "-":
-            return unknown_flag_message(extra, flag_names(parser))
+            known = flag_names(parser) + (flag_names(sub) if sub is not None else [])
+            return unknown_flag_message(extra, known)
     repeat = " (give --input once per input)" if "--input" in flag_names(parser) else ""
     return (f"unexpected argument {extras[0]!r}: not the value of a flag{repeat}; quote a "
             f"value holding spaces; {SEE_HELP}")
+
+
+def _chosen(parser: argparse.ArgumentParser, namespace) -> argparse.ArgumentParser | None:
+    """The parser of the sub-command ``namespace`` holds, if ``parser`` has sub-commands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(getattr(namespace, action.dest, None))
+    return None
+
+
+def misplaced_flag_message(flag: str, action: argparse.Action) -> str:
+    """An unknown flag given before the sub-command (``action``, the sub-parsers): the
+    sub-commands that have it and where it goes, else the nearest flag of any of them."""
+    name = flag.split("=", 1)[0]
+    owners = [cmd for cmd, sub in action.choices.items() if name in flag_names(sub)]
+    if owners:
+        return (f"unknown flag {name} before the sub-command; it is {' and '.join(owners)}'s: "
+                f"give it after {owners[0]}")
+    known = [f for sub in action.choices.values() for f in flag_names(sub)]
+    return unknown_flag_message(name, known)
 
 
 def _value_name(action: argparse.Action) -> str:
@@ -97,13 +119,19 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def _check_value(self, action, value):
         if action.choices is not None and value not in action.choices:
+            if action.nargs == argparse.PARSER:  # "--nodes 2 submit": 2 taken for the command
+                argv = getattr(self, "_argv", [])
+                before = argv[:argv.index(value)] if value in argv else []
+                typo = [a for a in before if not self._knows(a)]
+                if typo:
+                    raise errors.ConfigError(misplaced_flag_message(typo[0], action))
             raise errors.ConfigError(bad_choice_message(action, value))
         super()._check_value(action, value)
 
     def parse_args(self, args=None, namespace=None):
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
-            raise errors.ConfigError(unexpected_message(extras, self))
+            raise errors.ConfigError(unexpected_message(extras, self, _chosen(self, namespace)))
         return namespace
 
     def parse_known_args(self, args=None, namespace=None):
@@ -116,7 +144,22 @@ class ArgumentParser(argparse.ArgumentParser):
         if typo:
             raise errors.ConfigError(unknown_flag_message(typo[0], flag_names(self)))
         message = " ".join(message.split()).removeprefix("argument ")  # "argument --x: ..."
-        raise errors.ConfigError(f"{message}; {SEE_HELP}")
+        raise errors.ConfigError(f"{message}{self._dash_value_hint(message)}; {SEE_HELP}")
+
+    def _dash_value_hint(self, message: str) -> str:
+        """For "--x: expected one argument" where a word starting with '-' follows --x (argparse
+        takes it for a flag): how to give it as the value."""
+        flag = message.split(":", 1)[0]
+        if not message.endswith("expected one argument"):
+            return ""
+        argv = self._own_args()
+        for i, arg in enumerate(argv[:-1]):
+            if arg in self._option_string_actions and arg.startswith("-") and (
+                    self._option_string_actions[arg] is self._option_string_actions.get(flag)):
+                value = argv[i + 1]
+                if value.startswith("-") and value != "--":
+                    return f"; a value starting with '-' is given as {arg}={value}"
+        return ""
 
     def _own_args(self) -> list[str]:
         """The arguments that are this parser's to judge: none where some are passed on to

@@ -65,6 +65,9 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
     # HTTP Authorization values.
     (re.compile(r"(?i)(\bBearer\s+)[A-Za-z0-9\-._~+/]+=*"), r"\1" + MASK),
     (re.compile(r"(?i)(\bSharedKey\s+[^:\s]+:)[A-Za-z0-9+/]+=*"), r"\1" + MASK),
+    # A password in a URL's user part: scheme://user:PASSWORD@host.
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.\-]*://[^/\s:@\"'<>]+:)[^@/\s\"'<>]+(@)"),
+     r"\1" + MASK + r"\2"),
     # A JWT anywhere (access tokens printed by SDK errors).
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"), MASK),
     # --secret-flag=value / --secret-flag value (command lines, job scripts).

@@ -60,6 +60,9 @@ class Estimate:
     documents_low: float
     documents_high: float
     note: str = ""  # "" for a sampled file; else how it was estimated
+    # another file's bound at this one's rate (the chunks' spread: a file read whole has no
+    # bound of its own, yet its rate is a sample of the others'); None: low..high
+    rate_bound: tuple | None = None  # (tokens' relative bound, documents')
 
     def line(self) -> str:
         def within(low, high, value) -> str:
@@ -236,9 +239,14 @@ def estimate_file(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
     docs_rate, docs_se = chunks.rate(0)
     tokens, docs = tokens_rate * scale, docs_rate * scale
     rel_t, rel_d = Z * math.hypot(tokens_se, scale_se), Z * math.hypot(docs_se, scale_se)
+    rate_bound = None
+    if f.format == "jsonl" and f.size <= TEXT_SAMPLE:
+        # read whole: counted, not estimated; the chunks' spread bounds only other files
+        tokens, docs = (float(sum(r[i] for r in chunks.rows)) for i in (2, 0))
+        rate_bound, rel_t, rel_d = (rel_t, rel_d), 0.0, 0.0
     return Estimate(documents=docs, tokens=tokens, low=tokens * max(0.0, 1 - rel_t),
                     high=tokens * (1 + rel_t), documents_low=docs * max(0.0, 1 - rel_d),
-                    documents_high=docs * (1 + rel_d)), what
+                    documents_high=docs * (1 + rel_d), rate_bound=rate_bound), what
 
 
 def at_rate_of(f: readers.InputFile, sampled: list[tuple[readers.InputFile, Estimate]]
@@ -246,15 +254,23 @@ def at_rate_of(f: readers.InputFile, sampled: list[tuple[readers.InputFile, Esti
     """``f`` estimated at the sampled files' rate per stored byte (of its format); the bound:
     the lowest and highest of their bounds."""
     size = sum(s.size for s, _ in sampled) or 1
-    per = [(e.low / max(s.size, 1), e.high / max(s.size, 1),
-            e.documents_low / max(s.size, 1), e.documents_high / max(s.size, 1))
-           for s, e in sampled]
+    per = [_per_byte_bounds(s, e) for s, e in sampled]
     return Estimate(documents=f.size * sum(e.documents for _, e in sampled) / size,
                     tokens=f.size * sum(e.tokens for _, e in sampled) / size,
                     low=f.size * min(p[0] for p in per), high=f.size * max(p[1] for p in per),
                     documents_low=f.size * min(p[2] for p in per),
                     documents_high=f.size * max(p[3] for p in per),
                     note=", at the sampled files' rate")
+
+
+def _per_byte_bounds(s: readers.InputFile, e: Estimate) -> tuple[float, ...]:
+    """(tokens low, high, documents low, high) per stored byte of a sampled file."""
+    size = max(s.size, 1)
+    if e.rate_bound is None:
+        return (e.low / size, e.high / size, e.documents_low / size, e.documents_high / size)
+    rel_t, rel_d = e.rate_bound
+    return (e.tokens * max(0.0, 1 - rel_t) / size, e.tokens * (1 + rel_t) / size,
+            e.documents * max(0.0, 1 - rel_d) / size, e.documents * (1 + rel_d) / size)
 
 
 def chosen(files: list[readers.InputFile]) -> set[str]:

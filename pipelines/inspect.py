@@ -185,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", nargs="?", const="", metavar="FILE.html",
                         help="write an HTML page to open in a browser (per-dataset table, "
                              "length histograms, tokenizer and options, bad records); "
-                             "default FILE: report.html in the output folder")
+                             "default FILE: report.html in the output folder; a folder: "
+                             "report.html in it")
     return parser
 
 
@@ -267,6 +268,8 @@ def _run(argv) -> int:
             fsutil.refuse_same_location([args.plot], read, flag="--plot")
         if args.report == "":
             args.report = default_report_path(args.path, prefixes, args.split)
+        elif dsmod.is_folder(args.report):  # --report OUT: the page goes in the folder
+            args.report = default_report_path(args.report, prefixes, args.split)
         if args.report:
             fsutil.refuse_same_location([args.report], read, flag="--report")
         shards = [dsmod.Shard(p) for p in prefixes]

@@ -417,6 +417,14 @@ GROUPS = (InputOutputFlags, TokenizerFlags, SegmentationFlags, RunFlags, AzureFl
 # load files) after the cheap checks.
 _VALIDATION_ORDER = (InputOutputFlags, SegmentationFlags, RunFlags, AzureFlags, TokenizerFlags)
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
+
+
+def _is_local(name: str | None) -> bool:
+    """``name`` is a local runner as Beam matches it (any case, "Runner" optional)."""
+    if name in LOCAL_RUNNERS:
+        return True
+    key = name.lower().removesuffix("runner")
+    return any(r and r.lower().removesuffix("runner") == key for r in LOCAL_RUNNERS)
 # The PipelineOptions subclass of each group, defined on first use of its name (module
 # __getattr__ below), so that importing this module does not import Beam.
 _PIPELINE_OPTIONS = {"InputOutputOptions": InputOutputFlags, "TokenizerOptions": TokenizerFlags,
@@ -591,7 +599,8 @@ def pipeline_options(options, *, workers: int | None = None):
 
 def runs_locally(options) -> bool:
     """The runner is the local one (DirectRunner, its FnApiRunner, or ours with workers)."""
-    return flags(options).runner in LOCAL_RUNNERS + (local_workers.RUNNER,)
+    runner = flags(options).runner
+    return _is_local(runner) or runner == local_workers.RUNNER
 
 
 def use_local_workers(options, workers: int) -> None:
@@ -601,7 +610,7 @@ def use_local_workers(options, workers: int) -> None:
                                                       WorkerOptions)
 
     std = options.view_as(StandardOptions)
-    if std.runner in LOCAL_RUNNERS or std.runner == local_workers.RUNNER:
+    if _is_local(std.runner) or std.runner == local_workers.RUNNER:
         std.runner = "FnApiRunner"
         direct = options.view_as(DirectOptions)
         if workers > 1:

@@ -126,3 +126,23 @@ def test_files_beyond_the_sample_are_estimated_at_its_rate(records, hf_tokenizer
     assert _run(folder, out, hf_tokenizer) == 0
     done = json.loads((out / "metadata.json").read_text())["totals"]
     assert _number(total.group(3)) <= done["tokens"] <= _number(total.group(4)), (done, said)
+
+
+def test_a_file_read_whole_is_counted_exactly(records, hf_tokenizer, tmp_path, capsys):
+    """A small file the sample reads whole is counted, not estimated: no spread (was ±200% on
+    a file of one chunk, and a bound from the chunks' spread on a whole file)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    inp = _write(folder, "jsonl", _shuffled(records)[:40])
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert _run(inp, out, hf_tokenizer, "--dry-run") == 0
+    said = capsys.readouterr().out
+    assert "    sampled: whole" in said, said
+    [line] = [m for m in map(LINE.match, said.splitlines()) if m]
+    [total] = [m for m in map(TOTAL.match, said.splitlines()) if m]
+    assert _run(inp, out, hf_tokenizer) == 0
+    done = json.loads((out / "metadata.json").read_text())["totals"]
+    assert line.group(3) is None and line.group(5) == "0", said
+    assert _number(line.group(2)) == done["documents"], (done, said)
+    assert _number(total.group(3)) == done["tokens"] == _number(total.group(4)), (done, said)

@@ -51,6 +51,18 @@ def test_page_escapes_names_and_records_and_redacts_secrets():
     assert "https://" not in page
 
 
+def test_a_password_in_a_url_is_masked():
+    # https://user:PASSWORD@host/...: a tokenizer or input read over HTTP(S) with credentials
+    meta = {"tokenizer": {"kind": "HuggingFaceTokenizer",
+                          "model": "https://me:s3cretPassw0rd@host/tok"},
+            "options": ["--input", "ftp://me:an0therSecret@host/in/*.jsonl"]}
+    page = report.render(title="out", rows=_rows(), meta=meta, bad=report.BadRecords(
+        total=0, by_input={}, by_reason=[], examples=[]), errors_where="/out/_errors",
+        vocab_size=500, summary={}, empty=0)
+    assert "s3cretPassw0rd" not in page and "an0therSecret" not in page
+    assert "me:REDACTED@host" in page
+
+
 @pytest.mark.parametrize("meta", [None, {}, {"tokenizer": "x<y", "options": "--a b",
                                              "versions": ["1"], "dtype": {"<k>": 1}},
                                   {"tokenizer": {"files": "f"}, "options": {"k": None}}])
@@ -190,3 +202,15 @@ def test_report_renders_in_a_browser_and_runs_nothing_from_data(run_output, brow
     problems = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []
     assert os.path.getsize(page_path) < 200_000
+
+
+@pytest.mark.slow
+def test_report_given_a_folder_writes_report_html_in_it(run_output, tmp_path, capsys):
+    # "inspect OUT --report OUT" (or any folder): was os.replace's IsADirectoryError traceback
+    out = run_output["out"]
+    folder = tmp_path / "pages"
+    folder.mkdir()
+    assert inspect_cli.run([str(out), "--report", str(folder)]) == 0
+    assert f"report: {folder / 'report.html'}" in capsys.readouterr().out
+    assert (folder / "report.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    assert sorted(p.name for p in folder.iterdir()) == ["report.html"]

@@ -33,7 +33,8 @@ WORDPIECE = "a BERT WordPiece vocab.txt"
 
 HEAD_BYTES = 64 << 10
 _HF_KEYS = re.compile(rb'^\s*\{\s*"(version|truncation|padding|added_tokens|normalizer|'
-                      rb'pre_tokenizer|post_processor|decoder|model)"\s*:')
+                      rb'pre_tokenizer|post_processor|decoder|model)"\s*:\s*[^\s\d-]')
+# (a tokenizer.json's values are never numbers: {"model": 0 opens a GPT-2 vocab.json)
 _TOKEN_TO_ID = re.compile(rb'^\s*\{\s*"(?:[^"\\]|\\.)*"\s*:\s*\d+\s*[,}]')
 _TIKTOKEN_LINE = re.compile(r"^[A-Za-z0-9+/]+=*\s+\d+$")
 

@@ -157,3 +157,37 @@ def test_arguments_passed_on_to_another_command_are_not_judged_as_typos(capsys):
     assert slurm.main([]) == errors.EXIT_USAGE
     assert _one_line(capsys.readouterr().err) == ("error: the following arguments are "
                                                   "required: cmd; see --help")
+
+
+@pytest.mark.parametrize("argv, meant", [
+    (["submit", "--nodez", "2", "--", "--input", "x"], "--nodes"),
+    (["submit", "--no-sumbit", "--", "--input", "x"], "--no-submit"),
+])
+def test_a_sub_commands_flag_typo_names_its_nearest_flag(argv, meant, capsys):
+    # the sub-command's flags are the ones to match, not only the command's (was "see --help")
+    from runners import slurm
+
+    assert slurm.main(argv) == errors.EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == (f"error: unknown flag {argv[1]}; did you mean "
+                                                  f"{meant}?")
+
+
+def test_a_sub_commands_flag_before_it_is_named_not_taken_for_the_sub_command(capsys):
+    # runners.slurm --nodes 2 submit: argparse took "2" for the sub-command ("CMD 2: not a
+    # choice"); the flag is the one to name, and where it goes
+    from runners import slurm
+
+    assert slurm.main(["--nodes", "2", "submit"]) == errors.EXIT_USAGE
+    err = _one_line(capsys.readouterr().err)
+    assert err.startswith("error: unknown flag --nodes"), err
+    assert "after submit" in err, err
+
+
+def test_a_value_starting_with_a_dash_is_told_how_to_give(capsys):
+    # "--input -a.jsonl": argparse's "expected one argument" alone does not say --input=-a.jsonl
+    from pipelines import tokenize
+
+    assert tokenize.run(["--input", "-a.jsonl", "--output", "o"]) == errors.EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == (
+        "error: --input: expected one argument; a value starting with '-' is given as "
+        "--input=-a.jsonl; see --help")

@@ -170,3 +170,16 @@ def test_workers_given_capped_at_the_useful_number(requested, cores, items, expe
     else:
         assert why == (f"--workers {requested} capped at {expected}: no more than {limit}; "
                        "more processes only compete for the cores")
+
+
+@pytest.mark.parametrize("runner", ["Direct", "directrunner", "DIRECTRUNNER"])
+def test_beams_other_spellings_of_the_direct_runner_run_here(runner):
+    """Beam takes --runner in any case, "Runner" optional (options.check_runner too): such a
+    spelling is the local runner, with its workers, not a cluster's (labelled "this process
+    only" lines, --workers ignored)."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    assert opts.runs_locally(opts.parse_flags(["--runner", runner]))
+    given = opts.parse(ARGV + ["--runner", runner])
+    opts.use_local_workers(given, 2)
+    assert given.view_as(StandardOptions).runner == workers.RUNNER

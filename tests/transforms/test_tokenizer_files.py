@@ -143,3 +143,15 @@ def test_a_wordpiece_vocab_as_a_huggingface_model(files, capsys):
 def test_files_that_fit_or_are_missing_say_nothing(files, kind, given):
     given = {flag: str(files / path) for flag, path in given.items()}
     assert tf.mismatch(kind, given) is None
+
+
+@pytest.mark.parametrize("first", ["model", "version", "decoder", "padding"])
+def test_a_gpt2_vocab_whose_first_token_is_a_tokenizer_json_key_says_nothing(tmp_path, first):
+    """A GPT-2 vocab.json is token -> id: its first token may be "model" or "version" (a
+    tokenizer.json's keys, whose values are never numbers); it was taken for a tokenizer.json."""
+    vocab = tmp_path / "vocab.json"
+    vocab.write_text(json.dumps({first: 0, "a": 1, "b": 2, "ab": 3, "<|endoftext|>": 4}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    assert tf.kind_of_file(str(vocab)) == tf.GPT2_VOCAB
+    assert tf.mismatch("GPT2BPETokenizer", {"--vocab-file": str(vocab),
+                                            "--merge-file": str(tmp_path / "merges.txt")}) is None
