@@ -146,7 +146,12 @@ class Meter:
         if self.plan.bar is not None:
             return self.plan.bar
         stream = self._stream or sys.stderr
-        return hasattr(stream, "isatty") and stream.isatty()
+        if not (hasattr(stream, "isatty") and stream.isatty()):
+            return False
+        try:  # a terminal of no width (`script` without one) would show no bar: lines instead
+            return os.get_terminal_size(stream.fileno()).columns > 0
+        except (AttributeError, OSError, ValueError):
+            return True
 
     def add(self, *, documents: int, num_bytes: int, tokens: int,
             routed: int | None = None) -> str | None:

@@ -183,6 +183,23 @@ def test_a_bar_on_a_terminal(lines):
     assert lines == []
 
 
+def test_a_terminal_of_no_width_gets_lines_not_a_bar(lines):
+    """`script` with no controlling terminal gives a pty of 0 columns, where tqdm draws nothing:
+    the progress is told in lines there."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+    with os.fdopen(follower, "w") as out:
+        meter = progress.Meter(progress.ProgressPlan(interval=10, planned_bytes=1000), stream=out)
+        assert meter.add(documents=20, num_bytes=500, tokens=50) is not None  # a line
+        meter.close()
+    os.close(leader)
+
+
 def test_one_meter_per_process_and_run():
     plan = progress.ProgressPlan(interval=5, run="r1")
     assert progress.meter(plan) is progress.meter(plan)
