@@ -268,7 +268,7 @@ def _run(argv) -> int:
             fsutil.refuse_same_location([args.plot], read, flag="--plot")
         if args.report == "":
             args.report = default_report_path(args.path, prefixes, args.split)
-        elif dsmod.is_folder(args.report):  # --report OUT: the page goes in the folder
+        elif args.report and dsmod.is_folder(args.report):  # --report OUT: the page goes there
             args.report = default_report_path(args.report, prefixes, args.split)
         if args.report:
             fsutil.refuse_same_location([args.report], read, flag="--report")
