@@ -475,7 +475,12 @@ class HuggingFaceTokenizer(Tokenizer):
         """Whether tokenizer.json read alone by ``tokenizers`` (what tokenbeam encoded with
         before transformers loaded folders, issue 25) gives these ids: same vocabulary size and
         ids on the probe texts, the folder's special tokens among them. Where not, the configs
-        change the ids, and shards committed before must not be kept (describe: the key moves)."""
+        change the ids, and shards committed before must not be kept (describe: the key moves).
+        Found once per tokenizer (the driver asks for the workers' record and for describe)."""
+        return self._ids_as_before
+
+    @functools.cached_property
+    def _ids_as_before(self) -> bool:
         import tokenizers
 
         with fsutil.open_file(self._path, "rb") as f:
