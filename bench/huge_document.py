@@ -30,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 
 def make_document(path: str, mb: int, *, seed: int = 13) -> int:
     """One JSONL line ``{"id": ..., "text": ...}`` of about ``mb`` MB: sentences of every script
@@ -75,7 +77,7 @@ def run_job(checkout: str, document: str, tokenizer: str, out_dir: str, backend:
             f"r = subprocess.run({cmd!r}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, "
             "text=True); s = time.perf_counter() - t; "
             "print(json.dumps({'rc': r.returncode, 'seconds': s, 'stderr': r.stderr[-3000:], "
-            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
+            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 10**6}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=checkout,
                          check=True).stdout
     result = json.loads(out)
@@ -130,13 +132,13 @@ def main() -> int:
         identical = same_output(runs["now"]["out"], runs["baseline"]["out"]) \
             if "baseline" in runs else None
         rows.append((size, runs, identical))
-        print(f"{size / 2**20:.0f} MB: {runs['now']['backend']}", file=sys.stderr, flush=True)
+        print(f"{size / MB:.0f} MB: {runs['now']['backend']}", file=sys.stderr, flush=True)
 
     print(f"{'document':>10} {'peak RSS now':>14} {'seconds now':>12} {'peak RSS base':>14} "
           f"{'seconds base':>13} {'same shards':>12}")
     for size, runs, identical in rows:
         now, base = runs["now"], runs.get("baseline")
-        print(f"{size / 2**20:>7.0f} MB {now['rss_mb']:>11.0f} MB {now['seconds']:>11.1f}s "
+        print(f"{size / MB:>7.0f} MB {now['rss_mb']:>11.0f} MB {now['seconds']:>11.1f}s "
               + (f"{base['rss_mb']:>11.0f} MB {base['seconds']:>12.1f}s {str(identical):>12}"
                  if base else f"{'-':>14} {'-':>13} {'-':>12}"))
     return 0 if all(identical is not False for _, _, identical in rows) else 1

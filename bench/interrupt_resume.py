@@ -57,6 +57,8 @@ sys.path.insert(0, ROOT)
 
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 PYTHON = sys.executable
 CACHE = os.path.join(ROOT, ".cache")
 PYTHON_ENV = os.path.dirname(os.path.dirname(PYTHON))
@@ -514,7 +516,7 @@ def main(argv=None) -> int:
             "run_id" in r for r in commit_records(clean).values())
         progress = Progress(commit_records(clean), estimate=not keeps)
         print(f"corpus: {opts.files + 2} files, {len(items)} work items (largest "
-              f"{max(items) / 2**20:.2f} MB), {progress.total / 2**20:.1f} MB; clean run "
+              f"{max(items) / MB:.2f} MB), {progress.total / MB:.1f} MB; clean run "
               f"(DirectRunner --workers 1, the reference): {reference_seconds:.1f} s, "
               f"{len(reference) // 2} shards; {os.cpu_count()} CPUs", flush=True)
         for name in names:

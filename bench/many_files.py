@@ -136,7 +136,7 @@ def run(code: str, inp: str, out: str, tok: str, *, workers: int, extra=(), time
     planned = marks.get("planned", marks.get("summary", total))
     summary = marks.get("summary", total)
     return {"plan": planned, "run": summary - planned, "exit": total - summary, "total": total,
-            "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024}
+            "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024 / 10**6}
 
 
 def _brief(result: dict) -> str:

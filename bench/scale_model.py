@@ -80,6 +80,8 @@ sys.path.insert(0, ROOT)
 
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 ACCOUNT = "devstoreaccount1"
 # Azurite's fixed, public development key (documented by Microsoft; not a secret).
 DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -106,7 +108,7 @@ def make_corpus(folder: str, mb: float) -> tuple[list[str], str]:
                 line = json.dumps(rec, ensure_ascii=False) + "\n"
                 f.write(line)
                 size += len(line.encode())
-                if size >= mb * 2**20:
+                if size >= mb * MB:
                     break
     texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8")]
     tok = os.path.join(folder, "bpe")
@@ -146,7 +148,7 @@ def measure_tokenize(paths: list[str], tok: str, backend: str) -> dict:
     out = subprocess.run([sys.executable, "-c", _RATE, paths[0], tok, str(cpu), backend],
                          capture_output=True, text=True, env=env, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    mb = r["bytes"] / 2**20
+    mb = r["bytes"] / MB
     return {"mb_per_cpu_s": mb / r["cpu"], "mb_per_wall_s": mb / r["wall"],
             "tokens_per_byte": r["tokens"] / r["bytes"], "mb": mb, "load": before}
 
@@ -395,7 +397,7 @@ def project(*, data_bytes: float, nodes: int, cores: int, file_bytes: float, com
     files = max(1, math.ceil(data_bytes / file_bytes))
     item = file_bytes if compressed else min(file_bytes, m["split_bytes"])
     items = files * max(1, math.ceil(file_bytes / item))
-    rate = m["mb_per_core_s"] * 2**20 * m["efficiency"]  # bytes per core-second in the job
+    rate = m["mb_per_core_s"] * MB * m["efficiency"]  # bytes per core-second in the job
     even = data_bytes / (slots * rate)
     compute = max(even, math.ceil(items / slots) * item / rate)
     read = data_bytes / min(nodes * m["node_gbps"], m["egress_gbps"]) / 1.25e8
@@ -577,7 +579,7 @@ def print_projection(args, m: dict) -> None:
                     f"({fmt_s(f['terms'][f['bottleneck']])}) | {f['next']} "
                     f"({fmt_s(f['terms'][f['next']])}) |")
     say("\none 50 GB input among 1 TB of 1 GB files, 10 nodes (what its largest item costs):")
-    rate = m["mb_per_core_s"] * 2**20 * m["efficiency"]
+    rate = m["mb_per_core_s"] * MB * m["efficiency"]
     for compressed, label in ((False, ".jsonl: 200 ranges of 256 MiB"),
                               (True, ".jsonl.zst: one work item")):
         item = 50e9 if compressed else m["split_bytes"]

@@ -25,6 +25,8 @@ from throughput import make_corpus  # noqa: E402
 
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -62,11 +64,11 @@ def main() -> int:
                                          "--split-sentences"))
     meta = {lvl: json.load(open(os.path.join(work, d, "metadata.json")))["totals"]
             for lvl, d in (("document", "doc"), ("sentence", "sent"))}
-    print(f"corpus: {nbytes / 2**20:.0f} MB, {docs:,} documents; medians of {args.repeats} runs")
+    print(f"corpus: {nbytes / MB:.0f} MB, {docs:,} documents; medians of {args.repeats} runs")
     print(f"{'level':<10} {'docs/s':>10} {'MB/s':>8} {'sequences':>12} {'seconds':>8}")
     med = {k: statistics.median(v) for k, v in times.items()}
     for lvl in ("document", "sentence"):
-        print(f"{lvl:<10} {docs / med[lvl]:>10,.0f} {nbytes / 2**20 / med[lvl]:>8.2f} "
+        print(f"{lvl:<10} {docs / med[lvl]:>10,.0f} {nbytes / MB / med[lvl]:>8.2f} "
               f"{meta[lvl]['sequences']:>12,} {med[lvl]:>8.1f}")
     print(f"sentence / document throughput = {med['document'] / med['sentence']:.2f} "
           "(target >= 0.5)")

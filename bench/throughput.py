@@ -42,6 +42,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 
 def make_corpus(folder: str, mb: int) -> list[str]:
     """~mb MB of JSONL in 8 files: every script, code, tiny and huge documents."""
@@ -71,7 +73,7 @@ def load_texts(paths) -> list[str]:
 
 
 def peak_rss_mb_children() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / MB  # KiB on Linux
 
 
 # --- (a), (b): in-memory ceilings --------------------------------------------------------------
@@ -107,7 +109,7 @@ else:
     for i in range(0, len(texts), 2048):
         n += len(g.encode_batch(texts[i:i+2048]).layout.content)
 print(json.dumps({{"seconds": time.perf_counter() - t, "tokens": n,
-                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                  "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 10**6}}))
 """
     return json.loads(subprocess.run([sys.executable, "-c", code, json.dumps(list(paths))],
                                      capture_output=True, text=True, check=True).stdout)
@@ -174,7 +176,7 @@ def pipeline(input_dir, tokenizer_dir, out_dir, workers: int, backend: str = "au
             f"r=subprocess.run({cmd!r}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True); "
             "assert r.returncode == 0, r.stderr[-2000:]; "
             "print(json.dumps({'seconds': time.perf_counter()-t, 'stdout': r.stdout, "
-            "'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024}))")
+            "'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 / 10**6}))")
     result = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                        check=True, cwd=os.path.dirname(os.path.dirname(
                                            os.path.abspath(__file__)))).stdout)
@@ -269,8 +271,8 @@ def bench_model(args, work, corpus, paths, nbytes, tok, model, title) -> None:
     for name, r in rows.items():
         size = nbytes * (4 if "4x" in name else 1) if "one document" not in name else 0
         rss = f"{r['rss']:.0f}" if r.get("rss") else "-"
-        in_job = f"{size / 2**20 / r['in_job']:.2f}" if r.get("in_job") else "-"
-        print(f"{name:<38} {size / 2**20 / r['seconds']:>8.2f} "
+        in_job = f"{size / MB / r['in_job']:.2f}" if r.get("in_job") else "-"
+        print(f"{name:<38} {size / MB / r['seconds']:>8.2f} "
               f"{r['tokens'] / r['seconds'] / 1e6:>8.2f} {rss:>12} {r['seconds']:>8.1f} "
               f"{in_job:>12} {r.get('backend', '-'):>9}")
     d = min(rows[f"(d) pipeline --workers {w}"]["seconds"] for w in (1, 2))
@@ -285,10 +287,10 @@ def bench_model(args, work, corpus, paths, nbytes, tok, model, title) -> None:
         four = [v for k, v in rows.items() if "4x" in k][0]
         print(f"peak RSS 4x / 1x = {four['rss'] / one['rss']:.2f}")
         # what each further MB costs once the fixed cost is paid: 3x the corpus in (4x - 1x)
-        marginal = 3 * nbytes / 2**20 / (four["seconds"] - one["seconds"])
+        marginal = 3 * nbytes / MB / (four["seconds"] - one["seconds"])
         line = f"(d) marginal rate 1x -> 4x = {marginal:.2f} MB/s"
         if not args.only_pipeline:
-            b = nbytes / 2**20 / rows["(b) fast in memory"]["seconds"]
+            b = nbytes / MB / rows["(b) fast in memory"]["seconds"]
             line += f" = {marginal / b:.2f} of (b)"
         print(line)
     for w in (1, 2):
@@ -315,7 +317,7 @@ def main() -> int:
     corpus = os.path.join(work, "corpus")
     paths = make_corpus(corpus, args.mb)
     nbytes = sum(os.path.getsize(p) for p in paths)
-    print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; cores: {os.cpu_count()}; "
+    print(f"corpus: {nbytes / MB:.0f} MB in {len(paths)} files; cores: {os.cpu_count()}; "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     for model in args.model:
         if model == "bpe":

@@ -37,6 +37,8 @@ from throughput import load_texts, make_corpus  # noqa: E402
 from dataio import fs as fsutil  # noqa: E402
 from pipelines import demo  # noqa: E402
 
+MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
+
 
 def tokenize_seconds(corpus: str, tok_dir: str, out: str, *, verify: bool, workers: int,
                      fresh: bool) -> tuple[float, float]:
@@ -77,7 +79,7 @@ def main() -> int:
     tok_dir = os.path.join(work, f"bpe{args.vocab}")
     if not os.path.exists(os.path.join(tok_dir, "tokenizer.json")):
         demo.train_bpe(load_texts(paths[:1])[:20000], tok_dir, vocab_size=args.vocab)
-    print(f"corpus: {nbytes / 2**20:.0f} MB in {len(paths)} files; tokenizer: byte-level BPE "
+    print(f"corpus: {nbytes / MB:.0f} MB in {len(paths)} files; tokenizer: byte-level BPE "
           f"{args.vocab}; --workers {args.workers}; cores: {os.cpu_count()}; "
           f"medians of {args.repeats}", flush=True)
 
@@ -113,7 +115,7 @@ def main() -> int:
             print(f"{row:<10} {label:<5} {plain:>9.2f} {verify:>18.2f} {verify - plain:>+8.2f} "
                   f"{100 * costs[(row, label)]:>+6.1f}%")
     print(f"{'hash only':<10} {'wall':<5} {'-':>9} {hashing:>18.2f}   "
-          f"({nbytes / 2**20 / hashing:.0f} MB/s, {fsutil.CONTENT_HASH}, "
+          f"({nbytes / MB / hashing:.0f} MB/s, {fsutil.CONTENT_HASH}, "
           f"{min(8, len(paths), max(2, os.cpu_count() or 1))} threads)")
     print(f"{'hash only':<10} {'cpu':<5} {'-':>9} {statistics.median(hash_cpu):>18.2f}")
     wall, cpu = costs[("first run", "wall")], costs[("first run", "cpu")]

@@ -293,8 +293,8 @@ def main(argv=None) -> int:
             seconds = statistics.median(r["seconds"] for r in done)
             mbps = statistics.median(r["bytes"] / r["seconds"] / 1e6 for r in done)
             cpu_mbps = statistics.median(r["bytes"] / r["cpu_seconds"] / 1e6 for r in done)
-            peak = statistics.median(r["peak_kib"] for r in done) / 1024
-            base = statistics.median(r["base_kib"] for r in done) / 1024
+            peak = statistics.median(r["peak_kib"] for r in done) * 1024 / 1e6
+            base = statistics.median(r["base_kib"] for r in done) * 1024 / 1e6
             print(f"{case:<22} {LABELS[method]:<22} {mbps:>8.0f} {cpu_mbps:>9.0f} "
                   f"{seconds:>8.2f} {peak:>12.1f} {base:>8.1f} {peak - base:>10.1f}", flush=True)
     return 0
