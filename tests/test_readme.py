@@ -1,16 +1,27 @@
-"""The README is the truth: every command block in README.md runs as written (issue 16).
+"""The README and the docs are the truth: every command block in README.md and in each docs/
+page runs as written (issues 16 and 26).
 
-The blocks are read from README.md when the tests are collected (tests/readme_blocks.py), so
-whatever the README says after an edit is what is checked; nothing here lists its commands.
-Each shell block is one test, ``test_command_block[L<line>-<lang>]``:
+The blocks are read from README.md and docs/**/*.md when the tests are collected
+(tests/readme_blocks.py), so whatever the pages say after an edit is what is checked; nothing
+here lists their commands. Each shell block is one test, ``test_command_block[FILE:L<line>-<lang>]``
+(``README.md:L40-sh``, ``docs/azure.md:L40-sh``):
 
-- **Run** (no marker): ``bash -euo pipefail`` runs the block, so every line must succeed, as
-  for a reader who pastes it. It runs in a fresh copy of a folder made by ``python -m
+- **Run as pasted** (README.md, no marker): the README is the quick start, so its blocks run the
+  way a new user runs them right after the set-up command: ``bash -euo pipefail`` in a fresh
+  shell whose PATH has no venv on it (plain ``python`` is the system's, without numpy) and no
+  PYTHONPATH, from the root of a scratch copy of the checkout's tracked files (``git ls-files``)
+  in which ``bash scripts/demo.sh`` has already run, as the README says (``.venv`` there is the
+  shared one, linked entry by entry; ``.cache`` linked). A block that relies on plain ``python``
+  having numpy, or on a path the demo does not make, fails. ``test_readme_uses_the_venv`` says
+  the first of these offline.
+- **Run** (a docs/ page, no marker): ``bash -euo pipefail`` runs the block, so every line must
+  succeed, as for a reader who pastes it. It runs in a fresh copy of a folder made by ``python -m
   pipelines.demo --output DIR`` (``corpus/`` and ``tokenizer/``), with the checkout's venv first
-  on PATH and the checkout first on PYTHONPATH, so ``python -m pipelines.X`` and ``tokenbeam-X``
-  are this checkout's; a block that calls ``.venv/bin/python`` runs from the checkout, where
-  ``.venv`` is. It passes with exit status 0, no traceback in its output (the README: only a bug
-  prints one), and what the README says the commands leave behind (``_check_results``).
+  on PATH and the checkout first on PYTHONPATH (the pages say to ``source .venv/bin/activate``),
+  so ``python -m pipelines.X`` and ``tokenbeam-X`` are this checkout's; a block that calls
+  ``.venv/bin/python`` runs from the checkout, where ``.venv`` is. Either kind passes with exit
+  status 0, no traceback in its output (only a bug prints one), and what the pages say the
+  commands leave behind (``_check_results``).
 - **Flag-checked** (a ``<!-- readme-test: REASON -->`` line above the fence: a SLURM cluster, an
   Azure account, the whole test suite): not run. Each command of this checkout in it (``python
   -m pipelines.X``/``runners.X``, ``tokenbeam-X``, ``python bench/X.py``, ``bash scripts/X.sh``
@@ -34,6 +45,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -49,7 +61,9 @@ import readme_blocks as rb
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 BLOCK_TIMEOUT_S = 300
+DEMO_TIMEOUT_S = 600
 HELP_TIMEOUT_S = 120
 # What a runner (python -m runners.X ... -- ARGS) hands its arguments after `--` to: the README
 # writes them as `-- <tokenize args>`.
@@ -57,8 +71,16 @@ PASS_THROUGH_MODULE = "pipelines.tokenize"
 TRACEBACK = "Traceback (most recent call last)"
 
 
+def _pages() -> list[Path]:
+    """README.md, then every docs/ page in name order."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
 def _readme_blocks() -> list[rb.Block]:
-    return rb.blocks(README.read_text(encoding="utf-8"))
+    """Every fenced block of README.md and the docs/ pages."""
+    return [block for page in _pages()
+            for block in rb.blocks(page.read_text(encoding="utf-8"),
+                                   source=page.relative_to(REPO).as_posix())]
 
 
 def _command_blocks() -> list[rb.Block]:
@@ -297,11 +319,119 @@ def run_block(block: rb.Block, demo: Path, work: Path) -> None:
     where = "the checkout" if from_checkout else "a copy of the demo folder"
     print(f"{block.ident}: ran in {where}; exit status {done.returncode}")
     print(output[-4000:])
-    assert done.returncode == 0, (f"README line {block.line}: the block exits "
+    assert done.returncode == 0, (f"{block.where}: the block exits "
                                   f"{done.returncode} in {where}:\n{output[-3000:]}")
-    assert TRACEBACK not in output, f"README line {block.line}: a traceback:\n{output[-3000:]}"
+    assert TRACEBACK not in output, f"{block.where}: a traceback:\n{output[-3000:]}"
     problems = _check_results(block_commands, cwd, output)
-    assert not problems, f"README line {block.line}: " + "; ".join(problems)
+    assert not problems, f"{block.where}: " + "; ".join(problems)
+
+
+# --- running a README block as pasted ---------------------------------------------------------
+
+def _pasted_env() -> dict[str, str]:
+    """A fresh shell's environment after the set-up command: no venv on PATH (so plain
+    ``python`` is the system's), no PYTHONPATH, no VIRTUAL_ENV."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSAFEPATH")}
+    env["PATH"] = os.pathsep.join(
+        entry for entry in env.get("PATH", "").split(os.pathsep)
+        if entry and not (Path(entry).parent / "pyvenv.cfg").is_file())
+    return env
+
+
+def _copy_tracked(root: Path) -> None:
+    """The checkout's files as a fresh clone of this branch has them: tracked files and new
+    ones not ignored (the working tree's versions), nothing ignored (.venv, demo_out)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True, check=True)
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        source = REPO / name
+        if name.split("/", 1)[0] in (".venv", ".cache") or not (
+                source.is_file() or source.is_symlink()):
+            continue   # the shared environment's links (made below), or deleted here
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, root / name, follow_symlinks=False)
+
+
+@pytest.fixture(scope="module")
+def pasted_checkout(tmp_path_factory) -> Path:
+    """A scratch checkout in which the README's demo command has run, as the README says.
+    Its ``.venv`` is the shared one linked entry by entry, with its own record that tokenbeam
+    is installed for this setup.py: the set-up command then has nothing to do, and never
+    installs into the shared environment."""
+    root = tmp_path_factory.mktemp("readme_pasted") / "tokenbeam"
+    root.mkdir()
+    _copy_tracked(root)
+    shared = (REPO / ".venv").resolve()
+    venv = root / ".venv"
+    venv.mkdir()
+    for entry in shared.iterdir():
+        if entry.name != ".tokenbeam-installed":
+            (venv / entry.name).symlink_to(entry)
+    digest = hashlib.sha256((root / "setup.py").read_bytes()).hexdigest()
+    (venv / ".tokenbeam-installed").write_text(digest + "\n")
+    (root / ".cache").symlink_to((REPO / ".cache").resolve())
+    done = subprocess.run(["bash", "scripts/demo.sh"], cwd=root, env=_pasted_env(),
+                          capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "setup: .venv is up to date" in done.stdout, done.stdout[-2000:]
+    return root
+
+
+def run_pasted(block: rb.Block, checkout: Path) -> None:
+    """Run a README block as a new user pastes it: from the checkout's root, in a fresh shell
+    without the venv on PATH, after the set-up and demo commands."""
+    block_commands = [rb.classify(argv) for argv in rb.commands(block.script())]
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.script()], cwd=checkout,
+                          env=_pasted_env(), capture_output=True, text=True,
+                          timeout=BLOCK_TIMEOUT_S)
+    output = done.stdout + done.stderr
+    print(f"{block.ident}: ran as pasted in a scratch checkout; exit status {done.returncode}")
+    print(output[-4000:])
+    assert done.returncode == 0, (f"{block.where}: the block exits {done.returncode} as pasted "
+                                  f"(fresh shell, no venv on PATH, after the demo):\n"
+                                  f"{output[-3000:]}")
+    assert TRACEBACK not in output, f"{block.where}: a traceback:\n{output[-3000:]}"
+    problems = _check_results(block_commands, checkout, output)
+    assert not problems, f"{block.where}: " + "; ".join(problems)
+
+
+# The first own-corpus block of the README before issue 26 (line 108 of 1,603): plain `python`,
+# and paths of a folder made by `pipelines.demo --output .`, not of the demo command's.
+OLD_QUICK_START = """\
+python -m pipelines.tokenize --runner=DirectRunner \\
+  --input 'corpus/*.jsonl' --output shards/ \\
+  --tokenizer-type HuggingFaceTokenizer --tokenizer-model tokenizer/ \\
+  --json-keys text --append-eod --workers 2
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python, why", [
+    ("python", "No module named"),                       # the system's python: no numpy, no beam
+    (".venv/bin/python", "tokenizer/: no such file"),    # the venv's: not the demo's paths
+])
+def test_old_quick_start_fails_as_pasted(pasted_checkout: Path, python: str, why: str) -> None:
+    """The harness catches both faults of the old README's first example (issue 26)."""
+    block = rb.Block(line=108, lang="sh", marker=None,
+                     text=OLD_QUICK_START.replace("python -m", f"{python} -m", 1))
+    with pytest.raises(AssertionError, match="exits") as failed:
+        run_pasted(block, pasted_checkout)
+    assert why in str(failed.value)
+
+
+def test_readme_uses_the_venv() -> None:
+    """Pasted into a fresh shell after the set-up command, no README command runs outside
+    ``.venv`` (plain ``python`` has no numpy there): each calls ``.venv/bin/...`` or comes after
+    ``source .venv/bin/activate``."""
+    activated, problems = False, []
+    for block in _readme_blocks():
+        if block.source != "README.md" or not block.is_command:
+            continue
+        outside, activated = rb.outside_venv(block.script(), activated=activated)
+        problems += [f"{block.where}: `{c}`" for c in outside]
+    assert not problems, ("commands that a fresh shell runs outside .venv (write .venv/bin/X, or "
+                          "`source .venv/bin/activate` first): " + "; ".join(problems))
 
 
 def check_pytest(command: rb.Command) -> tuple[list[str], list[str]]:
@@ -327,7 +457,7 @@ def check_pytest(command: rb.Command) -> tuple[list[str], list[str]]:
 def flag_check_block(block: rb.Block) -> str:
     """Check a block that is not run; returns what was checked, for the skip reason."""
     syntax = subprocess.run(["bash", "-n", "-c", block.script()], capture_output=True, text=True)
-    assert syntax.returncode == 0, f"README line {block.line}: not valid shell: {syntax.stderr}"
+    assert syntax.returncode == 0, f"{block.where}: not valid shell: {syntax.stderr}"
     problems, checked, others = [], [], []
     seen: set[str] = set()
     for command in map(rb.classify, rb.commands(block.script())):
@@ -338,19 +468,22 @@ def flag_check_block(block: rb.Block) -> str:
             checked += did
         elif command.target not in others:
             others.append(command.target)
-    assert not problems, f"README line {block.line}: " + "; ".join(problems)
+    assert not problems, f"{block.where}: " + "; ".join(problems)
     return (f"{len(checked)} checked: {', '.join(checked) or 'none'}; "
             f"not ours to check: {', '.join(others) or 'none'}")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", _command_blocks(), ids=lambda b: b.ident)
-def test_command_block(block: rb.Block, demo_folder: Path, tmp_path: Path) -> None:
+def test_command_block(block: rb.Block, request, tmp_path: Path) -> None:
+    if block.marker is None and block.source == "README.md":
+        run_pasted(block, request.getfixturevalue("pasted_checkout"))
+        return
     if block.marker is None:
-        run_block(block, demo_folder, tmp_path)
+        run_block(block, request.getfixturevalue("demo_folder"), tmp_path)
         return
     checked = flag_check_block(block)
-    pytest.skip(f"README line {block.line} not run as written ({block.marker}); "
+    pytest.skip(f"{block.where} not run as written ({block.marker}); "
                 f"flag-checked only: {checked}")
 
 
@@ -372,32 +505,33 @@ def test_every_block_is_accounted_for() -> None:
         kind = _disposition(block)
         counts[kind.split(" (")[0]] = counts.get(kind.split(" (")[0], 0) + 1
         why = f": {block.marker}" if block.marker else ""
-        print(f"README line {block.line:4d} [{block.lang or 'plain'}] {kind}{why}")
+        print(f"{block.where:>26} [{block.lang or 'plain'}] {kind}{why}")
     print(f"{len(found)} fenced blocks: "
           + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())))
-    unlabelled = [b.line for b in found if not b.lang and b.looks_like_commands()]
-    assert not unlabelled, (f"README lines {unlabelled}: commands in a block without a shell "
+    unlabelled = [b.where for b in found if not b.lang and b.looks_like_commands()]
+    assert not unlabelled, (f"{unlabelled}: commands in a block without a shell "
                             "language (```sh): they would be neither run nor checked")
-    stray = [b.line for b in found if b.marker is not None and not b.is_command]
-    assert not stray, f"README lines {stray}: a readme-test marker above a block that is not run"
-    assert any(b.is_command and b.marker is None for b in found), "no README block runs"
+    stray = [b.where for b in found if b.marker is not None and not b.is_command]
+    assert not stray, f"{stray}: a readme-test marker above a block that is not run"
+    assert any(b.is_command and b.marker is None and b.source == "README.md" for b in found), \
+        "no README block runs"
 
 
 def test_python_blocks_compile() -> None:
     for block in _readme_blocks():
         if block.lang != "python":
             continue
-        tree = ast.parse(block.text, filename=f"README.md:{block.line}")
+        tree = ast.parse(block.text, filename=f"{block.source}:{block.line}")
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 module = __import__(node.module, fromlist=["_"])
                 for alias in node.names:
                     assert hasattr(module, alias.name), (
-                        f"README line {block.line}: {node.module} has no {alias.name}")
+                        f"{block.where}: {node.module} has no {alias.name}")
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     assert importlib.util.find_spec(alias.name), (
-                        f"README line {block.line}: no module {alias.name}")
+                        f"{block.where}: no module {alias.name}")
 
 
 # --- commands written in the prose --------------------------------------------------------------
@@ -405,12 +539,14 @@ def test_python_blocks_compile() -> None:
 def _inline_commands() -> list[str]:
     """Code spans of the prose (fenced blocks left out) that are commands of this checkout or
     ``pip install`` lines; placeholders (``python -m pipelines.<name>``) are not commands."""
-    text = README.read_text(encoding="utf-8")
-    lines = text.splitlines()
-    for block in _readme_blocks():
-        for k in range(block.line - 1, block.line + block.text.count("\n") + 1):
-            lines[k] = ""
-    spans = re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", "\n".join(lines))
+    spans = []
+    for page in _pages():
+        lines = page.read_text(encoding="utf-8").splitlines()
+        source = page.relative_to(REPO).as_posix()
+        for block in rb.blocks("\n".join(lines), source=source):
+            for k in range(block.line - 1, block.line + block.text.count("\n") + 1):
+                lines[k] = ""
+        spans += re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", "\n".join(lines))
     found = []
     for span in (" ".join(s.split()) for s in spans):
         try:
@@ -525,3 +661,16 @@ def test_console_prompts_and_help_parsing() -> None:
     assert rb.subcommands(help_text) == {"submit", "status"}
     assert rb.console_scripts('"tokenbeam-count=pipelines.count:run",') == {
         "tokenbeam-count": "pipelines.count:run"}
+
+
+def test_outside_venv() -> None:
+    assert rb.outside_venv("python -m pipelines.tokenize --help\n") == (
+        ["python -m pipelines.tokenize"], False)
+    assert rb.outside_venv(".venv/bin/python -m x && tokenbeam-count --input y\n") == (
+        ["tokenbeam-count --input y"], False)
+    assert rb.outside_venv("source .venv/bin/activate\npython -m x\npip install -e .\n") == (
+        [], True)
+    assert rb.outside_venv("pytest -q\n", activated=True) == ([], True)
+    assert rb.outside_venv("bash scripts/demo.sh\necho python\n") == ([], False)
+    found = rb.blocks("x\n```sh\necho\n```\n", source="docs/azure.md")
+    assert [b.ident for b in found] == ["docs/azure.md:L2-sh"]
