@@ -1,4 +1,4 @@
-"""transforms/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any storage;
+"""transforms/tokenizer/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any storage;
 the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
 
 import dataclasses
@@ -14,7 +14,7 @@ import pytest
 from dataio import indexed
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "megatron_hf")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "megatron_hf")
 TEXTS = ["a <|im_start|>user\nhi<|im_end|> b", "plain text, the end", "<|endoftext|>"]
 
 
@@ -84,7 +84,7 @@ def test_special_tokens_the_vocabulary_lacks_can_widen_the_dtype(tmp_path):
 def test_transformers_is_imported_quietly(tmp_path):
     code = ("from transforms import tokenizer as tk; tk.load_tokenizer(tk.TokenizerSpec("
             f"'HuggingFaceTokenizer', model={os.path.join(DATA, 't5')!r}))")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     env = {**os.environ, "PYTHONPATH": root, "XDG_CACHE_HOME": str(tmp_path)}
     env.pop("TRANSFORMERS_VERBOSITY", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
