@@ -74,7 +74,7 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
     if any(not t for t in tokens):
         raise TokenizerConfigError("--tokenizer-special-tokens: an empty token (Megatron would "
                                    "loop forever on it); leave it out")
-    if family == "huggingface":  # added as extra special tokens, as Megatron's HuggingFace class does
+    if family == "huggingface":  # extra special tokens, as Megatron's HuggingFace class adds them
         return tokens
     if sp_wrapper and not sentencepiece_legacy:
         raise TokenizerConfigError(

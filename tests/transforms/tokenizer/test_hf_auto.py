@@ -1,5 +1,5 @@
-"""transforms/tokenizer/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any storage;
-the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
+"""transforms/tokenizer/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any
+storage; the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
 
 import dataclasses
 import json
@@ -14,7 +14,8 @@ import pytest
 from dataio import indexed
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "megatron_hf")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(TESTS, "data", "megatron_hf")
 TEXTS = ["a <|im_start|>user\nhi<|im_end|> b", "plain text, the end", "<|endoftext|>"]
 
 

@@ -1,5 +1,5 @@
-"""A HuggingFace folder's Rust backend on a worker (transforms/tokenizer/hf_resolved.py): built from what
-the driver resolved and self-checked, without importing transformers; the same ids, the same
+"""A HuggingFace folder's Rust backend on a worker (transforms/tokenizer/hf_resolved.py): built
+from what the driver resolved and self-checked, without importing transformers; the same ids, the same
 description and resume key as the tokenizer the driver loaded with transformers."""
 
 import dataclasses

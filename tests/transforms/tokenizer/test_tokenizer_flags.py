@@ -15,7 +15,8 @@ from transforms import tokenizer as tk
 from transforms.tokenizer import check
 from transforms.tokenizer import flags as tkf
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "data", "megatron_tokenizers")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(TESTS, "data", "megatron_tokenizers")
 SPM = ["--tokenizer-type", "SentencePieceTokenizer", "--tokenizer-model",
        os.path.join(DATA, "spm", "bpe.model")]
 TIKTOKEN = ["--tokenizer-type", "TikTokenizer", "--tokenizer-model",
