@@ -36,7 +36,7 @@ class Need:
     required: bool = True  # False: left to the loader's own message when missing
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # compared and hashed by identity (dict fields)
 class Kind:
     name: str  # Megatron's --tokenizer-type value
     family: str  # the module its class lives in: huggingface, sentencepiece, simple
