@@ -9,7 +9,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["dataio", "dataio.azure", "transforms", "pipelines", "runners"],
+    packages=["dataio", "dataio.azure", "transforms", "transforms.tokenizer", "pipelines",
+              "runners"],
     package_data={"runners": ["*.yaml", "templates/*"]},
     install_requires=[
         # The pipeline is written and tested against Beam 2.77; its runner flags (Flink 1.19-2.2,
@@ -38,7 +39,8 @@ setup(
                   "azure-storage-file-datalake>=12.20"],
         # gigatoken is pre-1.0 and its API still moves between minors: pin the minor we test.
         # regex: the Unicode grapheme classes the SentencePiece routing reads
-        # (transforms/tokenizer.py); tiktoken brings it too, but the routing must not rely on that.
+        # (transforms/tokenizer/routing.py); tiktoken brings it too, but the routing must not
+        # rely on that.
         "fast": ["gigatoken==0.10.*", "regex>=2024.11"],
         # sentencex: the default splitter (boundaries may move between minors: pin the one we
         # test). nltk: Megatron's punkt splitting; its sentences move between versions (3.8.2

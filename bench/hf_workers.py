@@ -1,7 +1,7 @@
 """What a HuggingFace folder costs each worker process before any work, with a reference run
-beside it: this checkout (workers build the Rust backend from the driver's resolved tokenizer,
-transforms/hf_resolved.py), ``--before`` (the code where every process loaded the folder with
-transformers, main after the merge of HuggingFace folder support) and ``--reference`` (the code
+beside it: this checkout (workers build the Rust backend from the driver's resolved
+tokenizer, transforms/tokenizer/hf_resolved.py), ``--before`` (the code where every process
+loaded the folder with transformers, main after the merge of HuggingFace folder support) and ``--reference`` (the code
 before it, which read ``tokenizer.json`` alone with the ``tokenizers`` library; given the
 folder's ``tokenizer.json`` only).
 

@@ -33,7 +33,6 @@ from dataio.redact import redact as _redact
 from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
-from transforms import tokenizer_files
 from transforms.progress import MB  # 10^6 bytes, as every size tokenbeam prints
 from transforms.tokenize_config import TokenizeConfig
 
@@ -214,42 +213,28 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
     """Each file the tokenizer is built from exists and is a file (a HuggingFace model may be a
     folder holding tokenizer.json); raises ConfigError naming the flag and the fix. Files of
     another kind than the type reads are named as what they are, with the flags that fit them
-    (transforms/tokenizer_files.py)."""
-    wrong = tokenizer_files.mismatch(spec.kind, {"--tokenizer-model": spec.model,
-                                                 "--vocab-file": spec.vocab_file,
-                                                 "--merge-file": spec.merge_file})
+    (transforms/tokenizer/files.py)."""
+    kind = tk.registry.kind(spec.kind)
+    wrong = kind.mismatch({"--tokenizer-model": spec.model, "--vocab-file": spec.vocab_file,
+                           "--merge-file": spec.merge_file})
     if wrong is not None:
         raise errors.ConfigError(wrong)
-    if spec.kind in tk.HF_KINDS and spec.model:
-        wanted = [("--tokenizer-model", spec.model, "a tokenizer.json or a folder holding one")]
-    elif spec.kind in tk.SP_KINDS:
-        wanted = [("--tokenizer-model", spec.model, "the SentencePiece .model file")]
-    elif spec.kind in tk.GPT2_KINDS:
-        wanted = [("--vocab-file", spec.vocab_file, "the GPT-2 vocab.json"),
-                  ("--merge-file", spec.merge_file, "the GPT-2 merges.txt")]
-    elif spec.kind in tk.TIKTOKEN_KINDS:
-        tk.check_tiktoken_spec(spec)
-        wanted = [("--tokenizer-model", spec.model, "the tiktoken vocabulary JSON")]
-    elif spec.kind in tk.WORDPIECE_KINDS:
-        wanted = [("--vocab-file", spec.vocab_file, "the WordPiece vocab.txt")]
-    elif spec.kind in tk.NULL_KINDS:
-        if spec.vocab_size is None:
-            raise errors.ConfigError("NullTokenizer needs --vocab-size N (EOD = N, as in "
-                                     "Megatron)")
-        return
-    else:
-        return
-    for flag, path, what in wanted:
+    if kind.check is not None:
+        kind.check(spec)
+    for need in kind.needs:
+        flag, path, what = need.flag, getattr(spec, need.attr), need.what
         if not path:
+            if not need.required:
+                return  # its loader names what is missing
             raise errors.ConfigError(f"{spec.kind} needs {flag}: {what}")
         fs, inner = fsutil.filesystem_and_path(path)
         if not fs.exists(inner):
             raise errors.ConfigError(f"{flag} {path}: no such file; give {what}")
         if fs.isdir(inner):
-            if spec.kind in tk.HF_KINDS:
-                if not fs.exists(inner.rstrip("/") + "/tokenizer.json"):
+            if kind.folder_file:
+                if not fs.exists(inner.rstrip("/") + "/" + kind.folder_file):
                     raise errors.ConfigError(f"{flag} {path}: the folder holds no "
-                                             f"tokenizer.json; give {what}")
+                                             f"{kind.folder_file}; give {what}")
                 continue
             inside = sorted(os.path.basename(p) for p in fs.ls(inner, detail=False)
                             if p.endswith(".model"))[:3]
@@ -260,7 +245,7 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
         if fsutil.is_local(path) and os.path.exists(local) and not os.path.isfile(local):
             raise errors.ConfigError(f"tokenizer file {path}: not a regular file (a FIFO or a "
                                      "device); give the tokenizer's files themselves")
-    if spec.kind in tk.TIKTOKEN_KINDS + tk.WORDPIECE_KINDS:
+    if kind.load_on_check:
         # their files' contents are checked against the flags when loaded (cached for later)
         tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))
 

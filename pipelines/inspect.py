@@ -107,7 +107,7 @@ class Decoder:
 def load_decoder(model: str) -> Decoder:
     """A :class:`Decoder` for a HuggingFace ``tokenizer.json`` (or a folder holding one) or a
     SentencePiece ``.model``, loaded as the tokenize job loads it (a damaged or truncated file
-    is a configuration error naming it: transforms/tokenizer.py). Special tokens (EOD) are
+    is a configuration error naming it: transforms/tokenizer/load.py). Special tokens (EOD) are
     left out of the text."""
     path = model
     if os.path.isdir(path):

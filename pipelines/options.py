@@ -28,7 +28,7 @@ from dataio import cli, errors, log
 from dataio import workers as local_workers
 from transforms import sentences
 from transforms import tokenizer as tk
-from transforms import tokenizer_flags as tkf
+from transforms.tokenizer import flags as tkf
 
 
 class OptionsError(errors.ConfigError):
@@ -233,6 +233,7 @@ class TokenizerFlags:
 
     def tokenizer_spec(self) -> tk.TokenizerSpec:
         kind = tk.resolve_kind(self.tokenizer_type, self.tokenizer_library)
+        declared = tk.KINDS[kind]
         special_tokens = tkf.megatron_special_tokens(
             kind, tuple(self.tokenizer_special_tokens or ()), legacy=self.legacy_tokenizer,
             sentencepiece_legacy=self.tokenizer_sentencepiece_legacy,
@@ -243,19 +244,17 @@ class TokenizerFlags:
             raise OptionsError("--trust-remote-code: tokenbeam never runs a tokenizer folder's "
                                "own Python code; use a folder whose tokenizer_class transformers "
                                "has built in (a tokenizer.json with its configs)")
-        if (self.tokenizer_hf_include_special_tokens or self.tokenizer_hf_use_fast) \
-                and kind not in tk.HF_KINDS:
-            flag = ("--tokenizer-hf-include-special-tokens"
-                    if self.tokenizer_hf_include_special_tokens else "--tokenizer-hf-use-fast")
+        flag = ("--tokenizer-hf-include-special-tokens" if self.tokenizer_hf_include_special_tokens
+                else "--tokenizer-hf-use-fast" if self.tokenizer_hf_use_fast else None)
+        if flag and flag not in declared.flags:
             raise OptionsError(f"{flag} is supported for HuggingFaceTokenizer only, not "
                                f"{kind}; leave it out")
-        if kind in tk.WORDPIECE_KINDS and not self.legacy_tokenizer:
-            raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: Megatron "
-                               "core_v0.16.1's default path loads a bert-large tokenizer from "
-                               "the HuggingFace hub; tokenbeam runs the legacy WordPiece "
-                               "semantics only")
+        if declared.legacy_only and not self.legacy_tokenizer:
+            raise OptionsError(f"--tokenizer-type {kind} needs --legacy-tokenizer: "
+                               f"{declared.legacy_only}")
         pattern = self.tiktoken_pattern
-        if kind in tk.TIKTOKEN_KINDS and pattern is None and not self.legacy_tokenizer:
+        if "--tiktoken-pattern" in declared.flags and pattern is None \
+                and not self.legacy_tokenizer:
             pattern = "v2"  # Megatron's default on its default path
         return tk.TokenizerSpec(kind=kind, model=self.tokenizer_model, vocab_file=self.vocab_file,
                                 merge_file=self.merge_file,
@@ -263,7 +262,7 @@ class TokenizerFlags:
                                 # tokens added, as the default path's include-special flag
                                 add_special_tokens=self.add_special_tokens or (
                                     self.tokenizer_hf_include_special_tokens) or (
-                                    self.legacy_tokenizer and kind in tk.HF_KINDS),
+                                    self.legacy_tokenizer and declared.family == "huggingface"),
                                 eod_id=self.eod_id,
                                 vocab_size=self.vocab_size, backend=self.tokenizer_backend,
                                 legacy=self.legacy_tokenizer, tiktoken_pattern=pattern,

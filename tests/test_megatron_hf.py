@@ -87,7 +87,7 @@ def test_every_case_has_its_fixture():
 @pytest.mark.parametrize("backend", ["reference", "auto", "auto-worker"])
 def test_tokenizer_gives_megatron_bytes(tmp_path, backend, name, stored, flags):
     """auto-worker: what a worker process builds from the driver's resolved tokenizer
-    (transforms/hf_resolved.py), without transformers."""
+    (transforms/tokenizer/hf_resolved.py), without transformers."""
     flags = _flags(flags)
     worker = backend == "auto-worker"
     backend = "auto" if worker else backend

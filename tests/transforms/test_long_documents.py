@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dataio import readers
 from transforms import tokenizer as tk
+from transforms.tokenizer import base
 
 
 def _train(folder, *, add_prefix_space=False):
@@ -162,9 +163,9 @@ def test_encode_batch_of_huge_texts_equals_whole(bpe, texts, monkeypatch, backen
     tok = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=bpe, backend=backend))
     batch = ["short", *texts, "", texts[0][:999]]
     want = [_whole(tok.reference if backend == "fast" else tok, t) for t in batch]
-    monkeypatch.setattr(tk, "LONG_TEXT", 500)  # cut every long text, many calls
-    monkeypatch.setattr(tk, "CALL_CHARS", 3000)
-    monkeypatch.setattr(tk, "FAST_CALL_CHARS", 3000)
+    monkeypatch.setattr(base, "LONG_TEXT", 500)  # cut every long text, many calls
+    monkeypatch.setattr(base, "CALL_CHARS", 3000)
+    monkeypatch.setattr(base, "FAST_CALL_CHARS", 3000)
     calls = []
     encode_flat = tok._encode_flat
     monkeypatch.setattr(tok, "_encode_flat", lambda c: calls.append(sum(map(len, c))) or
@@ -188,7 +189,7 @@ def test_sentencepiece_and_unproven_tokenizers_are_encoded_whole(tmp_path, monke
     tok.save(os.path.join(folder, "tokenizer.json"))
     loaded = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=folder))
     assert loaded.cuts is None
-    monkeypatch.setattr(tk, "LONG_TEXT", 10)
+    monkeypatch.setattr(base, "LONG_TEXT", 10)
     calls = []
     encode_flat = loaded._encode_flat
     monkeypatch.setattr(loaded, "_encode_flat", lambda c: calls.append(list(c)) or encode_flat(c))

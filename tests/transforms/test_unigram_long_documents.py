@@ -14,6 +14,7 @@ import pytest
 from pipelines import demo
 from pipelines import tokenize
 from transforms import tokenizer as tk
+from transforms.tokenizer import base
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "megatron_tokenizers")
 UNIGRAM = os.path.join(DATA, "spm", "unigram.model")
@@ -126,7 +127,7 @@ def test_huge_hf_unigram_document_equals_whole(document, hf_unigram, monkeypatch
     print(f"backend {backend}: {why}")
     tok = tk.load_tokenizer(dataclass_replace(spec, backend=backend))
     assert tok.cuts is None  # read from tokenizer.json: model type Unigram
-    monkeypatch.setattr(tk, "LONG_TEXT", 1000)  # even "long" at 1000 characters: still whole
+    monkeypatch.setattr(base, "LONG_TEXT", 1000)  # even "long" at 1000 characters: still whole
     ids, lengths = tok.encode_batch([document])
     assert lengths.tolist() == [len(whole)]
     assert ids.astype(np.int64).tolist() == whole

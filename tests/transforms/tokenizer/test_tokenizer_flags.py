@@ -1,5 +1,5 @@
 """Megatron core_v0.16.1 preprocess_data.py's tokenizer flags beyond the files
-(transforms/tokenizer_flags.py): what is accepted, ignored with a note, or refused in one line,
+(transforms/tokenizer/flags.py): what is accepted, ignored with a note, or refused in one line,
 and that the ignored ones leave the tokenizer's resume key where it was. The ids themselves are
 checked byte for byte against real Megatron output in tests/test_megatron_tokenizers.py
 (spm/*_special, *_ignored variants)."""
@@ -12,9 +12,11 @@ import pytest
 
 from pipelines import options as opts
 from transforms import tokenizer as tk
-from transforms import tokenizer_flags as tkf
+from transforms.tokenizer import check
+from transforms.tokenizer import flags as tkf
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "megatron_tokenizers")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(TESTS, "data", "megatron_tokenizers")
 SPM = ["--tokenizer-type", "SentencePieceTokenizer", "--tokenizer-model",
        os.path.join(DATA, "spm", "bpe.model")]
 TIKTOKEN = ["--tokenizer-type", "TikTokenizer", "--tokenizer-model",
@@ -48,7 +50,7 @@ def test_ignored_flags_keep_the_resume_key(base, extra):
     plain, with_extra = _spec(*base), _spec(*base, *extra)
     assert with_extra.options() == plain.options()
     assert with_extra.special_tokens == plain.special_tokens
-    assert tk._check_key(with_extra) == tk._check_key(plain)
+    assert check._check_key(with_extra) == check._check_key(plain)
 
 
 def test_notes_name_each_ignored_flag():

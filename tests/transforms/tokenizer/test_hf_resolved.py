@@ -1,5 +1,5 @@
-"""A HuggingFace folder's Rust backend on a worker (transforms/hf_resolved.py): built from what
-the driver resolved and self-checked, without importing transformers; the same ids, the same
+"""A HuggingFace folder's Rust backend on a worker (transforms/tokenizer/hf_resolved.py): built
+from what the driver resolved and self-checked, without importing transformers; the same ids, the same
 description and resume key as the tokenizer the driver loaded with transformers."""
 
 import dataclasses
@@ -15,7 +15,8 @@ import pytest
 
 from transforms import tokenizer as tk
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 DATA = os.path.join(ROOT, "tests", "data", "megatron_hf")
 TEXTS = ["Hello World, it's 3.14!", "  leading <|endoftext|> and <s> [UNK] x", "", "ÄÖÜ ß 你好"]
 
@@ -123,7 +124,7 @@ def test_resolved_reference_never_encodes():
 # inheriting its environment) find a transformers that notes the import and refuses it.
 JOB_DRIVER = """
 import os, sys
-from transforms import hf_auto
+from transforms.tokenizer import hf_auto
 hf_auto.quiet_transformers()
 os.environ["PYTHONPATH"] = os.pathsep.join([sys.argv[1], os.environ["PYTHONPATH"]])
 from pipelines import tokenize

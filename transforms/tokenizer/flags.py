@@ -29,13 +29,9 @@ from __future__ import annotations
 import json
 
 from dataio import fs as fsutil
-from transforms.tokenizer import (GPT2_KINDS, HF_KINDS, NULL_KINDS, SP_KINDS, TIKTOKEN_KINDS,
-                                  WORDPIECE_KINDS, TokenizerConfigError)
+from transforms.tokenizer import registry
+from transforms.tokenizer.base import TokenizerConfigError
 
-# The library each --tokenizer-type runs on Megatron's default path (build_tokenizer.py).
-LIBRARY_OF = {**{k: "sentencepiece" for k in SP_KINDS}, **{k: "megatron" for k in GPT2_KINDS},
-              **{k: "megatron" for k in WORDPIECE_KINDS}, **{k: "huggingface" for k in HF_KINDS},
-              **{k: "tiktoken" for k in TIKTOKEN_KINDS}}
 # model_type -> wrapper class (megatron_tokenizer.TOKENIZER_MAPPING_NAMES): none changes an id.
 MODEL_TYPES = ("default", "gpt", "mamba", "bert", "t5")
 # The keys MegatronTokenizer.write_metadata writes; any other is set as an attribute of the
@@ -46,11 +42,9 @@ METADATA_KEYS = ("library", "class_name", "class_path", "model_type", "chat_temp
 
 def reads_special_tokens(kind: str, *, legacy: bool) -> bool:
     """Whether Megatron's tokenizer for ``kind`` reads ``--tokenizer-special-tokens``."""
-    if kind in TIKTOKEN_KINDS:
-        return True
-    if legacy:
-        return False  # the legacy classes take no special tokens (TikToken's aside)
-    return kind in SP_KINDS + HF_KINDS + GPT2_KINDS
+    reads = registry.kind(kind).special_tokens
+    # the legacy classes take no special tokens (TikToken's aside)
+    return reads == "always" or (reads == "default" and not legacy)
 
 
 def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
@@ -59,7 +53,8 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
     """The special tokens the tokenizer spec carries for these flags (None where Megatron
     ignores them, so that such configurations keep their resume keys), or a one-line
     TokenizerConfigError where Megatron fails or tokenbeam cannot be identical."""
-    sp_wrapper = kind in SP_KINDS and not legacy
+    family = registry.kind(kind).family
+    sp_wrapper = family == "sentencepiece" and not legacy
     if sp_wrapper and sentencepiece_legacy and append_eod:
         raise TokenizerConfigError(
             "--tokenizer-sentencepiece-legacy with --append-eod: Megatron core_v0.16.1 fails "
@@ -69,7 +64,7 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
             "no id) or --append-eod")
     if not tokens or not reads_special_tokens(kind, legacy=legacy):
         return None
-    if kind in GPT2_KINDS:
+    if kind == "GPT2BPETokenizer":
         raise TokenizerConfigError(
             "--tokenizer-special-tokens with GPT2BPETokenizer: Megatron core_v0.16.1 adds them "
             "through transformers' AutoTokenizer of the hub's 'gpt2' (not reachable offline, "
@@ -79,7 +74,7 @@ def megatron_special_tokens(kind: str, tokens: tuple[str, ...], *, legacy: bool,
     if any(not t for t in tokens):
         raise TokenizerConfigError("--tokenizer-special-tokens: an empty token (Megatron would "
                                    "loop forever on it); leave it out")
-    if kind in HF_KINDS:  # added as extra special tokens, as Megatron's HuggingFace class does
+    if family == "huggingface":  # extra special tokens, as Megatron's HuggingFace class adds them
         return tokens
     if sp_wrapper and not sentencepiece_legacy:
         raise TokenizerConfigError(
@@ -93,7 +88,8 @@ def check_megatron_metadata(kind: str, path: str) -> None:
     """``--tokenizer-metadata`` on Megatron's default path: accepted when it changes no id
     (the type's own library, a known model_type, only write_metadata's keys), else a one-line
     TokenizerConfigError naming the key. NullTokenizer ignores it (no check)."""
-    if kind in NULL_KINDS:
+    expected = registry.kind(kind).megatron_library
+    if expected is None:
         return
     try:
         with fsutil.open_file(path, "rb") as f:
@@ -107,7 +103,7 @@ def check_megatron_metadata(kind: str, path: str) -> None:
                                    "tokenizer_metadata.json or leave the flag out") from None
     if not isinstance(metadata, dict):
         raise TokenizerConfigError(f"--tokenizer-metadata {path}: not a JSON object")
-    library, expected = metadata.get("library"), LIBRARY_OF[kind]
+    library = metadata.get("library")
     if library != expected:
         raise TokenizerConfigError(
             f"--tokenizer-metadata {path}: library {library!r}, but --tokenizer-type {kind} "
@@ -142,11 +138,12 @@ def ignored_flag_notes(kind: str, *, legacy: bool, special_tokens: bool,
     if tiktoken_special_tokens:
         notes.append("--tiktoken-special-tokens is ignored, as by Megatron core_v0.16.1's "
                      "preprocess_data.py; to set the tokens, use --tokenizer-special-tokens")
-    if sentencepiece_legacy and (legacy or kind not in SP_KINDS):
+    reads = registry.kind(kind).flags
+    if sentencepiece_legacy and (legacy or "--tokenizer-sentencepiece-legacy" not in reads):
         notes.append(f"--tokenizer-sentencepiece-legacy is ignored {why}, as by Megatron")
-    if metadata and (legacy or kind in NULL_KINDS):
+    if metadata and (legacy or "--tokenizer-metadata" not in reads):
         notes.append(f"--tokenizer-metadata is ignored {why}, as by Megatron")
-    if vocab_size and kind not in NULL_KINDS + TIKTOKEN_KINDS:
+    if vocab_size and "--vocab-size" not in reads:
         notes.append(f"--vocab-size is ignored for {kind}, as by Megatron")
     if vocab_extra_ids:
         notes.append("--vocab-extra-ids is ignored, as by Megatron's preprocess_data.py "

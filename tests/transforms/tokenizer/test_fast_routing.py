@@ -17,6 +17,7 @@ import pytest
 
 from pipelines import demo
 from transforms import tokenizer as tk
+from transforms.tokenizer import check, fast
 
 pytest.importorskip("gigatoken", reason="gigatoken (extra 'fast') is not installed")
 
@@ -159,7 +160,7 @@ def test_self_check_cache(models, monkeypatch):
     def no_check(*args, **kwargs):
         raise AssertionError("the self-check ran again")
 
-    monkeypatch.setattr(tk, "_check_fast", no_check)
+    monkeypatch.setattr(check, "_check_fast", no_check)
     backend, why = tk.choose_backend(spec, ["another sample"])
     assert backend == "fast" and "cached" in why
     monkeypatch.undo()
@@ -194,10 +195,10 @@ def test_gigatoken_conversion_is_cached_and_a_damaged_cache_is_rewritten(models,
     direct = gigatoken.Tokenizer.from_sentencepiece(proto)
     texts = ["Hello world", "  two  spaces ", "日本語のテキスト", "\x01 control"]
     want = direct.encode_batch_list(texts)
-    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    assert fast.gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
     [cached] = glob.glob(str(tmp_path / "xdg" / "tokenbeam" / "gigatoken" / "*.json"))
-    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    assert fast.gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
     with open(cached, "wb") as f:
         f.write(b'{"not": "a tokenizer"')
-    assert tk._gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
+    assert fast.gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
     assert gigatoken.Tokenizer.from_json(open(cached, "rb").read()).encode_batch_list(texts) == want

@@ -1,4 +1,4 @@
-"""transforms/tokenizer_files.py: tokenizer files of another kind than --tokenizer-type reads are
+"""transforms/tokenizer/files.py: tokenizer files of another kind than --tokenizer-type reads are
 named as what they are, with the --tokenizer-type and flags that fit them, in one line (exit 2,
 no traceback, nothing written)."""
 
@@ -11,9 +11,10 @@ import pytest
 
 from dataio import errors
 from pipelines import tokenize
-from transforms import tokenizer_files as tf
+from transforms.tokenizer import files as tf
+from transforms.tokenizer import registry
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data")
 SPM = os.path.normpath(os.path.join(DATA, "megatron_tokenizers", "spm", "bpe.model"))
 UNIGRAM = os.path.normpath(os.path.join(DATA, "megatron_tokenizers", "spm", "unigram.model"))
 TIKTOKEN = os.path.normpath(os.path.join(DATA, "megatron_tokenizers", "tiktoken", "vocab.json"))
@@ -142,7 +143,7 @@ def test_a_wordpiece_vocab_as_a_huggingface_model(files, capsys):
 ])
 def test_files_that_fit_or_are_missing_say_nothing(files, kind, given):
     given = {flag: str(files / path) for flag, path in given.items()}
-    assert tf.mismatch(kind, given) is None
+    assert registry.kind(kind).mismatch(given) is None
 
 
 @pytest.mark.parametrize("first", ["model", "version", "decoder", "padding"])
@@ -153,5 +154,5 @@ def test_a_gpt2_vocab_whose_first_token_is_a_tokenizer_json_key_says_nothing(tmp
     vocab.write_text(json.dumps({first: 0, "a": 1, "b": 2, "ab": 3, "<|endoftext|>": 4}))
     (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
     assert tf.kind_of_file(str(vocab)) == tf.GPT2_VOCAB
-    assert tf.mismatch("GPT2BPETokenizer", {"--vocab-file": str(vocab),
+    assert registry.kind("GPT2BPETokenizer").mismatch({"--vocab-file": str(vocab),
                                             "--merge-file": str(tmp_path / "merges.txt")}) is None

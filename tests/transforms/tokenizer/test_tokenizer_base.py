@@ -5,6 +5,7 @@ import pytest
 
 from pipelines import demo
 from transforms import tokenizer as tk
+from transforms.tokenizer import base
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def test_sentencepiece_is_never_cut(long_text, tmp_path, monkeypatch):
     tok = tk.load_tokenizer(tk.TokenizerSpec("SentencePieceTokenizer", model=model))
     assert tok.cuts is None
     assert tk.split_long_text(long_text, tok.cuts, chunk=5000) == [long_text]
-    monkeypatch.setattr(tk, "LONG_TEXT", 4000)
+    monkeypatch.setattr(base, "LONG_TEXT", 4000)
     ids, lengths = tok.encode_batch([long_text])
     assert ids.tolist() == list(tok._encode_one(long_text))
 
@@ -38,8 +39,8 @@ def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
     tok = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
     texts = ["short one", long_text, "", long_text[:777]]
     expected = [tok._encode_one(t) for t in texts]
-    monkeypatch.setattr(tk, "LONG_TEXT", 4000)  # force cutting and several bounded calls
-    monkeypatch.setattr(tk, "CALL_CHARS", 20000)
+    monkeypatch.setattr(base, "LONG_TEXT", 4000)  # force cutting and several bounded calls
+    monkeypatch.setattr(base, "CALL_CHARS", 20000)
     ids, lengths = tok.encode_batch(texts)
     assert lengths.tolist() == [len(e) for e in expected]
     assert ids.tolist() == [i for e in expected for i in e]

@@ -153,19 +153,6 @@ def flags_for(kind: str, path: str) -> str:
     raise ValueError(kind)
 
 
-# What each --tokenizer-type reads, by flag: the kinds that fit it.
-_WANTED = {
-    "HuggingFaceTokenizer": {"--tokenizer-model": (HF_JSON,)},
-    "SentencePieceTokenizer": {"--tokenizer-model": (SENTENCEPIECE,)},
-    "GPTSentencePieceTokenizer": {"--tokenizer-model": (SENTENCEPIECE,)},
-    "Llama2Tokenizer": {"--tokenizer-model": (SENTENCEPIECE,)},
-    "GPT2BPETokenizer": {"--vocab-file": (GPT2_VOCAB,), "--merge-file": (GPT2_MERGES,)},
-    "TikTokenizer": {"--tokenizer-model": (TIKTOKEN_JSON,)},
-    "BertWordPieceLowerCase": {"--vocab-file": (WORDPIECE,)},
-    "BertWordPieceCase": {"--vocab-file": (WORDPIECE,)},
-}
-
-
 def _suggestion(kind: str, path: str) -> str:
     if kind == TIKTOKEN_BPE:
         return ("Megatron's TikTokenizer reads tiktoken's JSON list form ([{\"rank\", "
@@ -174,12 +161,13 @@ def _suggestion(kind: str, path: str) -> str:
     return f"did you mean {flags_for(kind, path)}?"
 
 
-def mismatch(kind: str, given: dict[str, str | None]) -> str | None:
+def mismatch(kind: str, wanted: dict[str, tuple[str, ...]],
+             given: dict[str, str | None]) -> str | None:
     """One line when the files ``given`` (flag -> path) are of another kind than
-    ``--tokenizer-type kind`` reads: what they are and the flags that fit them; None when they
+    ``--tokenizer-type kind`` reads (``wanted``: flag -> the file kinds that fit it, as the
+    kind declares in registry.py): what they are and the flags that fit them; None when they
     fit, are missing or unreadable, or are not recognised (the load's own checks speak then)."""
-    wanted = _WANTED.get(kind)
-    if wanted is None:
+    if not wanted:
         return None
     # the files of the flags this type reads; while one is missing, also a file given under a
     # flag it does not read (GPT2BPETokenizer with --tokenizer-model vocab.json)
@@ -206,7 +194,7 @@ def mismatch(kind: str, given: dict[str, str | None]) -> str | None:
             name = posixpath.basename(inside)
             named = "" if what.endswith(name) else f" ({name})"
             return (f"--tokenizer-type {kind}: {flag} {path} holds {what}{named}"
-                    f"{_no_hf_json(kind)}; "
+                    f"{_no_hf_json(wanted)}; "
                     f"{_suggestion(what, inside)}")
         what = kind_of_file(path)
         if what is None or what in fits:
@@ -217,8 +205,8 @@ def mismatch(kind: str, given: dict[str, str | None]) -> str | None:
     return None
 
 
-def _no_hf_json(kind: str) -> str:
-    return " and no tokenizer.json" if kind == "HuggingFaceTokenizer" else ""
+def _no_hf_json(wanted: dict) -> str:
+    return " and no tokenizer.json" if any(HF_JSON in fits for fits in wanted.values()) else ""
 
 
 def _is_folder(path: str) -> bool:

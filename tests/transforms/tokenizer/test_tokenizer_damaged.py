@@ -16,7 +16,7 @@ import pytest
 from pipelines import demo
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "data", "megatron_tokenizers")
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data", "megatron_tokenizers")
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
-"""transforms/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any storage;
-the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
+"""transforms/tokenizer/hf_auto.py: a HuggingFace folder loaded as Megatron loads it, from any
+storage; the vocabulary size (hence the dtype) is transformers' len(tokenizer)."""
 
 import dataclasses
 import json
@@ -14,7 +14,8 @@ import pytest
 from dataio import indexed
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "megatron_hf")
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(TESTS, "data", "megatron_hf")
 TEXTS = ["a <|im_start|>user\nhi<|im_end|> b", "plain text, the end", "<|endoftext|>"]
 
 
@@ -84,7 +85,7 @@ def test_special_tokens_the_vocabulary_lacks_can_widen_the_dtype(tmp_path):
 def test_transformers_is_imported_quietly(tmp_path):
     code = ("from transforms import tokenizer as tk; tk.load_tokenizer(tk.TokenizerSpec("
             f"'HuggingFaceTokenizer', model={os.path.join(DATA, 't5')!r}))")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     env = {**os.environ, "PYTHONPATH": root, "XDG_CACHE_HOME": str(tmp_path)}
     env.pop("TRANSFORMERS_VERBOSITY", None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,

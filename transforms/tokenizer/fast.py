@@ -1,0 +1,125 @@
+"""The fast backend: gigatoken (Rust) in place of a reference tokenizer's encoder, with the
+texts it would get wrong (routing.py) sent to the reference. Which kinds it serves, and from
+what, each kind declares in registry.py (``fast``)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import threading
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from dataio import fs as fsutil
+from transforms.tokenizer import registry
+from transforms.tokenizer.base import Tokenizer
+from transforms.tokenizer.routing import FastRouting, sentencepiece_routing
+
+if TYPE_CHECKING:
+    from transforms.tokenizer.spec import TokenizerSpec
+
+
+def gigatoken_from_sentencepiece(proto: bytes):
+    """gigatoken's tokenizer for a SentencePiece model. gigatoken converts the ``.model`` to a
+    tokenizer JSON in Python, slowly, in every process that loads it; the JSON is kept in the
+    cache folder by the model's sha256 and gigatoken's version, which loads far faster."""
+    import gigatoken
+
+    try:
+        from gigatoken._load.sentencepiece import sentencepiece_to_tokenizer_json
+    except ImportError:  # moved in another gigatoken version: convert every time
+        return gigatoken.Tokenizer.from_sentencepiece(proto)
+    version = importlib.metadata.version("gigatoken")
+    path = os.path.join(fsutil.cache_dir(), "gigatoken",
+                        f"{hashlib.sha256(proto).hexdigest()}-{version}.json")
+    try:
+        with open(path, "rb") as f:
+            return gigatoken.Tokenizer.from_json(f.read())
+    except Exception:  # noqa: BLE001 - not converted yet, or a damaged file (whatever the
+        pass  # JSON loader raises on it): converted and written again
+    data = sentencepiece_to_tokenizer_json(proto)
+    fsutil.write_cache_file(path, data.encode() if isinstance(data, str) else data)
+    return gigatoken.Tokenizer.from_json(data)
+
+
+class FastTokenizer(Tokenizer):
+    """gigatoken (Rust) in place of a reference tokenizer's encoder; everything else (vocab size,
+    EOD, BOS, decode) stays the reference's. Only used where :func:`self_check` found identical
+    ids, or where the user forced ``--tokenizer-backend fast`` (still self-checked)."""
+
+    name = "fast"
+    library = "gigatoken"
+
+    def __init__(self, reference: Tokenizer, spec: TokenizerSpec):
+        import gigatoken
+
+        self.reference = reference
+        self.library_version = importlib.metadata.version("gigatoken")
+        # texts the fast backend would get wrong go to the reference (None: no known ones)
+        self.routing: FastRouting | None = None
+        source = registry.kind(spec.kind).fast
+        if source == registry.FAST_FROM_SENTENCEPIECE:
+            with fsutil.open_file(spec.model, "rb") as f:
+                proto = f.read()
+            self._g = gigatoken_from_sentencepiece(proto)
+            self.routing = sentencepiece_routing(proto)
+        elif source == registry.FAST_FROM_RUST:  # the reference's tokenizers.Tokenizer
+            self._g = gigatoken.Tokenizer(reference.backend)
+        else:
+            raise ValueError(f"{spec.kind} has no fast backend")
+        self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
+        self.cuts, self.wide_ids = reference.cuts, reference.wide_ids
+        self._calls = threading.local()
+
+    def _encode_plain(self, texts):
+        return self._g.encode_batch_list(texts)
+
+    def _encode_one(self, text):
+        return self._g.encode(text)
+
+    def _encode_flat(self, texts):
+        layout = self._g.encode_batch(texts).layout
+        offsets = np.asarray(layout.offsets.data, dtype=np.int64)
+        ids = np.asarray(layout.content.data)[offsets[0]:offsets[-1]]
+        return ids, np.diff(offsets)
+
+    def last_routed(self) -> int:
+        """How many texts this thread's last ``encode_batch`` sent to the reference."""
+        return getattr(self._calls, "routed", 0)
+
+    def _routed(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Ids of ``texts``: those :attr:`routing` flags from the reference, the rest from
+        gigatoken, in one call each, put back in order."""
+        mask = self.routing.mask(texts) if self.routing is not None and len(texts) else None
+        self._calls.routed = int(mask.sum()) if mask is not None else 0
+        if not self._calls.routed:
+            return super().encode_batch(texts)
+        fast_ids, fast_lengths = super().encode_batch([t for t, m in zip(texts, mask) if not m])
+        # the base class's encode_batch: the BOS is added below, once for every text
+        ref_ids, ref_lengths = Tokenizer.encode_batch(self.reference,
+                                                      [t for t, m in zip(texts, mask) if m])
+        lengths = np.empty(len(texts), dtype=np.int64)
+        lengths[~mask], lengths[mask] = fast_lengths, ref_lengths
+        out = np.empty(int(lengths.sum()), dtype=np.result_type(fast_ids.dtype, ref_ids.dtype))
+        starts = np.cumsum(lengths) - lengths
+        for ids, part_lengths, which in ((fast_ids, fast_lengths, ~mask),
+                                         (ref_ids, ref_lengths, mask)):
+            if len(ids):
+                within = np.arange(len(ids)) - np.repeat(np.cumsum(part_lengths) - part_lengths,
+                                                         part_lengths)
+                out[np.repeat(starts[which], part_lengths) + within] = ids
+        return out, lengths
+
+    def encode_batch(self, texts):
+        ids, lengths = self._routed(texts)
+        # a SentencePiece reference that prepends BOS does so after its encode, as here
+        if getattr(self.reference, "_prepend_bos", False) and len(lengths):
+            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            return np.insert(ids.astype(np.int64), starts, self.bos), lengths + 1
+        return ids, lengths
+
+    def decode(self, ids):
+        return self.reference.decode(ids)
+
