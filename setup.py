@@ -9,7 +9,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["dataio", "dataio.azure", "transforms", "pipelines", "runners"],
+    packages=["runtime", "dataio", "dataio.azure", "transforms", "pipelines", "runners"],
     package_data={"runners": ["*.yaml", "templates/*"]},
     install_requires=[
         # The pipeline is written and tested against Beam 2.77; its runner flags (Flink 1.19-2.2,

@@ -51,7 +51,7 @@ from typing import Sequence
 
 import numpy as np
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, manifest, naming
 from dataio.readers import InputError

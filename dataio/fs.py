@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from dataio import errors
+from runtime import errors
 
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
 _LOCAL = LocalFileSystem()

@@ -55,7 +55,8 @@ import re
 import uuid
 from typing import Iterable, Sequence
 
-from dataio import errors, faults, naming
+from runtime import errors, faults
+from dataio import naming
 from dataio import fs as fsutil
 from dataio.lock import LOCK_NAME
 

@@ -14,14 +14,14 @@ reshard's templates) goes through :func:`refuse_control_characters`.
 
 Whatever tokenbeam prints (its log lines, ``error:`` lines, listings) shows a name through
 :func:`printable`, so that no file or folder name can end a line early, forge one, or send a
-terminal escape: ``dataio/log.py`` and ``dataio/errors.py`` apply it to every message.
+terminal escape: ``runtime/log.py`` and ``runtime/errors.py`` apply it to every message.
 """
 
 from __future__ import annotations
 
 import re
 
-from dataio import errors
+from runtime import errors
 
 _COUNTS = re.compile(r"_dc=(\d+)_sc=(\d+)_tc=(\d+)$")
 LEVELS = ("document", "sentence")

@@ -44,8 +44,10 @@ import sys
 import zlib
 from typing import Iterator, Sequence
 
-from dataio import errors, faults, input_hashes, jsonl_sink
+from runtime import errors, faults
+from dataio import input_hashes, jsonl_sink
 from dataio import fs as fsutil
+from dataio.elements import WorkItem
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".jsonl.zst", ".json.zst")
 PARQUET_SUFFIXES = (".parquet",)
@@ -113,36 +115,6 @@ class InputFile:
     @functools.cached_property
     def format(self) -> str:
         return file_format(self.path)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WorkItem:
-    """One unit of reading: a byte range of a JSONL file, a whole compressed file, or a list
-    of Parquet row groups. ``index`` orders the items of one file."""
-
-    path: str
-    stem: str
-    format: str
-    index: int
-    start: int = 0
-    end: int | None = None
-    row_groups: tuple[int, ...] = ()
-    # Parquet: the file's row index of the item's first row, as planned (None: the reader
-    # counts the rows of the groups before it in the footer)
-    first_row: int | None = None
-    error: str = ""  # why planning could not read the file: the reader fails the item with it
-    # Planning samples only (:func:`sample_item`): read at most this many bytes, stored and
-    # decompressed, and only the whole records in them.
-    head: int | None = None
-    # The file as planned (see confirm_unchanged): its size (None: not checked, e.g. the
-    # planner's own samples), version (mtime or etag) and, for local files whose content hash is
-    # in the resume key, the identity the hash was taken under (input_hashes.stamp).
-    size: int | None = None
-    version: str = ""
-    stamp: str = ""
-    # Where the item's parts are kept and how its input is committed (dataio/parts.py StemPlan;
-    # None: the parts are this run's temporaries only).
-    keep: object = None
 
 
 @dataclasses.dataclass

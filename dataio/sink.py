@@ -23,7 +23,7 @@ Protocol (the same on local disk and object stores):
    parts once all its shards are committed: pipelines/tokenize.py ``finish``). A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
-   has ended commits nothing more (dataio/workers.py); on Azure, neither does one whose run
+   has ended commits nothing more (runtime/workers.py); on Azure, neither does one whose run
    lost the output's lease to another run: each record written and each stale file removed is
    preceded by a renewal of the lease (dataio/lock.py OutputGuard).
 5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files;
@@ -51,18 +51,19 @@ from typing import Iterable
 import apache_beam as beam
 import numpy as np
 
-from dataio import faults
+from runtime import faults
 from dataio import fs as fsutil
-from dataio import indexed, naming, parts, workers
+from dataio import indexed, naming, parts
+from runtime import workers
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 from dataio.readers import PARQUET_SUFFIXES
 # The records, Beam-free for the planner (dataio/manifest.py), are the sink's public names too
 # (bench/fault_injection.py and the tests use them here).
-from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, ShardResult,
-                             commit_record_path, encode_result, errors_path,
-                             failure_record_path, is_committed, read_commit_record,
-                             temporary_dir)
+from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, commit_record_path,
+                             encode_result, errors_path, failure_record_path, is_committed,
+                             read_commit_record, temporary_dir)
+from dataio.elements import PartInfo, ShardResult
 
 __all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalliesFn",
            "too_many_bad", "METRICS", "ShardResult", "PartInfo",

@@ -30,9 +30,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import readers
+from dataio.elements import WorkItem
 
 SAMPLE_FILES = 4  # files sampled per format; the others get the sampled files' rate
 STORED_SAMPLE = 4 << 20  # a compressed file's stored bytes streamed for its ratio
@@ -120,7 +121,7 @@ def _jsonl_sample(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
         window = max(1, TEXT_SAMPLE // WINDOWS)
         starts = sorted({int(i * max(f.size - window, 0) / max(WINDOWS - 1, 1))
                          for i in range(WINDOWS)}) if f.size > TEXT_SAMPLE else [0]
-        items = [readers.WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=s,
+        items = [WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=s,
                                   end=s + window if f.size > TEXT_SAMPLE else None)
                  for s in starts]
         what = ("whole" if f.size <= TEXT_SAMPLE

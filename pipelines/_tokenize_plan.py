@@ -25,11 +25,13 @@ import sys
 
 import numpy as np
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
-from dataio import azure, indexed, input_hashes, log, manifest, naming, parts, readers
+from dataio import azure, indexed, input_hashes, manifest, naming, parts, readers
+from runtime import log
+from dataio.elements import WorkItem
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
-from dataio.redact import redact as _redact
+from runtime.redact import redact as _redact
 from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
@@ -106,7 +108,7 @@ class Job:
         """(stem, json key, holdout?) -> shard, for the shards this run writes."""
         return {(s.stem, s.key, s.holdout): s.shard for s in self.to_process}
 
-    def items(self) -> list[readers.WorkItem]:
+    def items(self) -> list[WorkItem]:
         """The work items of the shards to write, cut once (a Parquet file's are planned from
         its footer: read once per run, not once per caller)."""
         if self._items is None:
@@ -116,7 +118,7 @@ class Job:
                 files, split_bytes=opts.flags(self.options).split_bytes, stamps=self.stamps)
         return list(self._items)
 
-    def stem_plans(self, items: list[readers.WorkItem] | None = None,
+    def stem_plans(self, items: list[WorkItem] | None = None,
                    done: dict[str, set[str]] | None = None) -> dict[str, parts.StemPlan]:
         """stem -> where its items' parts are kept (dataio/parts.py) and what its shards are;
         ``items``: of :meth:`items` (counted per stem); ``done``: the item records an earlier
@@ -623,7 +625,7 @@ def print_plan(job: Job, out=None) -> None:
           file=out)
 
 
-def reused_items(items: list[readers.WorkItem], plans: dict[str, parts.StemPlan]) -> int:
+def reused_items(items: list[WorkItem], plans: dict[str, parts.StemPlan]) -> int:
     """How many of ``items`` an earlier run finished (their parts are kept: dataio/parts.py)."""
     return sum(1 for i in items if i.stem in plans and parts.item_key(
         i.index, i.start, i.end, i.row_groups) in plans[i.stem].done)

@@ -22,8 +22,9 @@ import json
 import re
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import naming
 from transforms import blend as blendlib
@@ -170,7 +171,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.blend``, ``tokenbeam-blend``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -22,8 +22,9 @@ import dataclasses
 import os
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
 
@@ -180,7 +181,7 @@ def _rename_dataset_idx_only(prefix: str, target: str) -> None:
 
 def main() -> int:
     """The command line (``python -m pipelines.count``, ``tokenbeam-count``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -26,9 +26,9 @@ from typing import Callable
 
 import numpy as np
 
-from dataio import cli
+from runtime import cli
 from dataio import dataset as dsmod
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed
 from dataio.manifest import ERRORS_DIR
@@ -324,7 +324,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.inspect``, ``tokenbeam-inspect``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

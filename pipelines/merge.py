@@ -33,8 +33,9 @@ import os
 import re
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
 
@@ -161,7 +162,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.merge``, ``tokenbeam-merge``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

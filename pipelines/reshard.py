@@ -37,10 +37,11 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, naming, readers, redact
+from dataio import jsonl_sink, naming, readers
+from runtime import redact
 from dataio import lock as output_lock
 from pipelines import options as opts
 from transforms import reshard as rs
@@ -328,7 +329,7 @@ def _run_locked(options: PipelineOptions, held: output_lock.OutputLock) -> int:
 
 def _root_cause(exc: BaseException) -> str:
     """What went wrong, in one line: the anticipated cause when there is one
-    (:func:`dataio.errors.describe` finds it also in what a Beam worker raised), else the
+    (:func:`runtime.errors.describe` finds it also in what a Beam worker raised), else the
     innermost exception of the chain (Beam wraps a DoFn's exception in layers of context)."""
     known = errors.describe(exc)
     if known is not None:
@@ -344,7 +345,7 @@ def _root_cause(exc: BaseException) -> str:
 
 def main() -> int:
     """The command line (``python -m pipelines.reshard``, ``tokenbeam-reshard``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

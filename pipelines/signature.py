@@ -19,8 +19,9 @@ import json
 import os
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset
+from runtime import errors
 from dataio import fs as fsutil
 
 
@@ -64,7 +65,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.signature``, ``tokenbeam-signature``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, manifest, naming
 
@@ -102,7 +103,7 @@ def output_problems(folder: str, prefixes: list[str]) -> list[str]:
 
 def main() -> int:
     """The command line (``python -m pipelines.validate``, ``tokenbeam-validate``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

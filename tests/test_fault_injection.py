@@ -1,7 +1,7 @@
 """SIGKILL the tokenize job (the whole process group) at randomly chosen moments; after every
 kill no final-named dataset fails validation and a rerun equals a clean run byte for byte.
 
-The moments: the fault checkpoints of dataio.faults (while a part or shard is written, between
+The moments: the fault checkpoints of runtime.faults (while a part or shard is written, between
 the .bin and .idx renames, between the renames and the commit record, between the commit
 record and the cleanup), each hit at a random arrival, plus random wall-clock kills and one
 kill from inside a worker of a --workers 2 job. The choice is seeded: a failure names its seed;
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fault_injection as fi  # noqa: E402
 
-from dataio import faults  # noqa: E402
+from runtime import faults# noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 

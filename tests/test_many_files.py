@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataio import manifest, readers
+from dataio.elements import ShardResult
 
 SHARDS = 40
 
@@ -172,6 +173,6 @@ def test_reading_back_what_became_of_many_shards_asks_each_folder_once(tmp_path,
     failures = fsutil.files_under(fsutil.join(out, manifest.FAILURES_DIR))
     results = [manifest.shard_result(out, s, "fp", failures=failures) for s in shards]
     assert [r.failed for r in results].count("bad gzip") == 1 and results[3].failed
-    assert results[4] == manifest.ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
+    assert results[4] == ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
                                               Counts(1, 1, 2), input_bytes=14)
     assert manifest.count_bad_records(out, [f"f{i:03d}" for i in range(SHARDS)]) == 2

@@ -1,7 +1,7 @@
 """reshard's commit is all or nothing as every reader sees it (dataio/jsonl_sink.py, step 3).
 
 The job is SIGKILLed inside its rename loop (the fault checkpoint ``reshard.between_renames``,
-dataio/faults.py), leaving some shards under their final names: every reader (the input finder
+runtime/faults.py), leaving some shards under their final names: every reader (the input finder
 that tokenize and reshard use) refuses the folder with one line, and the rerun of the same
 command settles the commit by itself and ends byte-identical to a clean run.
 """

@@ -14,7 +14,7 @@ import pickle
 
 import apache_beam as beam
 
-from transforms.documents import DocumentBatch
+from dataio.elements import DocumentBatch
 
 
 class BatchCoder(beam.coders.Coder):

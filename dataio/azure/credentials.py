@@ -18,7 +18,7 @@ Contract:
   one (a SAS past its ``se=`` expiry named first). A container that does not exist raises
   :func:`dataio.azure.storage_errors.container_missing` (exit 2) at once. It returns an :class:`~dataio.azure.state.AzurePlan` to hand to workers.
 - :func:`prepare_argv` is the first thing a job runs: secret flags leave argv
-  (:func:`dataio.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
+  (:func:`runtime.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
   A secret given on the command line is readable by every local user (``ps``,
   ``/proc/PID/cmdline``) for as long as the job runs: one ``warning:`` line says so and names
   the ways that never put a secret on a command line, the environment variables above and the
@@ -34,7 +34,7 @@ Contract:
   worker reads a URL as the same blob; where that method is not configured on the worker's
   machine (its nodes have their own credential), the others are tried in order, each checked
   with one request as on the driver.
-- Every secret seen is registered with :func:`dataio.redact.register_secret`.
+- Every secret seen is registered with :func:`runtime.redact.register_secret`.
 - What was resolved lives in :data:`dataio.azure.state.STATE`; :func:`reset` forgets it.
 """
 
@@ -47,9 +47,9 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from dataio import redact as redactor
+from runtime import redact as redactor
 from dataio.azure import storage_errors
-from dataio.errors import ConfigError
+from runtime.errors import ConfigError
 from dataio.azure.state import DEFAULT_BLOCK_SIZE, METHODS, STATE, AzurePlan
 from dataio.azure.urls import (AZURE_PROTOCOLS, AzureLocation, AzurePathError,
                                connection_string_account, connection_string_endpoint,
@@ -107,7 +107,7 @@ def absorb_sas(url: str) -> str:
 def prepare_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """The first thing a job's ``run(argv)`` calls: returns argv with no secret left in it, and
     the secret options by name. Secret flags are taken out
-    (:func:`dataio.redact.split_secret_flags`); an Azure URL carrying a SAS query
+    (:func:`runtime.redact.split_secret_flags`); an Azure URL carrying a SAS query
     (``--input=https://acct.blob.core.windows.net/c/x?sv=...&sig=...``)
     loses its query, which is remembered as that container's SAS. Everything downstream (Beam's
     options, path joins, metadata.json, job scripts) then only ever sees clean URLs."""
@@ -137,7 +137,7 @@ def warn_visible_secrets(where: Sequence[str]) -> None:
 
 def read_secret_file(path: str, flag: str) -> str:
     """The secret in the file ``path`` (given as ``flag``), without its trailing newline.
-    Raises :class:`dataio.errors.ConfigError` (one line naming the flag) when the file cannot
+    Raises :class:`runtime.errors.ConfigError` (one line naming the flag) when the file cannot
     be read or holds nothing."""
     try:
         with open(path, encoding="utf-8") as f:

@@ -23,7 +23,7 @@ import os
 import threading
 from typing import Any
 
-from dataio import redact as redactor
+from runtime import redact as redactor
 
 METHODS = ("sas", "account-key", "connection-string", "default")
 SECRETS_ENV = "TOKENBEAM_AZURE_SECRETS"
@@ -51,9 +51,9 @@ class AzurePlan:
     def apply(self) -> None:
         """Adopt this plan in the current process (a worker's ``DoFn.setup``)."""
         from dataio import azure   # through the package: the name tests stand in for
-        from dataio import log
+        from runtime import log
 
-        log.ensure()   # a cluster worker's log: no line per Azure request (dataio/log.py)
+        log.ensure()   # a cluster worker's log: no line per Azure request (runtime/log.py)
         azure.configure_worker(self)
 
     def to_json(self) -> str:

@@ -1,8 +1,8 @@
-"""dataio.redact: every secret shape is masked, ordinary text is left alone."""
+"""runtime.redact: every secret shape is masked, ordinary text is left alone."""
 
 import logging
 
-from dataio import redact as r
+from runtime import redact as r
 
 SIG = "tERpbBaVEHLDX5AgEjz0RE7bUUxNlvP3WaQ2uTzBcTI%3D"
 SAS = f"se=2030-01-01T00%3A00%3A00Z&sp=racwdl&sv=2026-10-06&sr=c&sig={SIG}"
@@ -106,7 +106,7 @@ def test_split_secret_flags_takes_both_forms_out_and_registers_the_values():
 def test_split_secret_flags_needs_a_value():
     import pytest
 
-    from dataio.errors import ConfigError
+    from runtime.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--azure-sas-token needs a value"):
         r.split_secret_flags(["--input", "x", "--azure-sas-token"])

@@ -507,7 +507,8 @@ def test_find_datasets_on_urls():
 
 
 def test_input_error_is_one_class_with_its_status():
-    from dataio import errors, readers
+    from runtime import errors
+    from dataio import readers
 
     assert issubclass(readers.InputError, errors.ConfigError)
     assert readers.InputError("x").exit_status == errors.EXIT_USAGE

@@ -203,7 +203,7 @@ def test_a_dataset_folder_without_part_files_says_what_to_give(tmp_path):
 
 
 def test_a_tokenizer_file_that_is_a_fifo_is_refused(tmp_path):
-    from dataio import errors
+    from runtime import errors
     from pipelines import _tokenize_plan
     from transforms import tokenizer as tk
 

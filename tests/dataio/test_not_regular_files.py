@@ -19,7 +19,8 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from dataio import dataset, errors, indexed, jsonl_sink, manifest, readers
+from dataio import dataset, indexed, jsonl_sink, manifest, readers
+from runtime import errors
 from dataio import fs as fsutil
 
 LIMIT_S = 60  # generous: each call takes milliseconds once it does not hang

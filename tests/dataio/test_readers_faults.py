@@ -12,6 +12,7 @@ import pytest
 import zstandard
 
 from dataio import readers
+from dataio.elements import WorkItem
 
 RAW = b"".join(json.dumps({"text": "w" * (i % 300) + str(i)}).encode() + b"\n"
                for i in range(5000))
@@ -20,7 +21,7 @@ RAW = b"".join(json.dumps({"text": "w" * (i % 300) + str(i)}).encode() + b"\n"
 def _read(tmp_path, name, data):
     path = tmp_path / name
     path.write_bytes(data)
-    item = readers.WorkItem(path=str(path), stem=readers.file_stem(str(path)),
+    item = WorkItem(path=str(path), stem=readers.file_stem(str(path)),
                             format=readers.file_format(str(path)), index=0)
     return b"".join(r.data + b"\n" for r in readers.read_jsonl(item))
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataio import readers
+from dataio.elements import WorkItem
 from transforms import documents as docs
 from transforms.tokenize import assemble, holdout_mask
 
@@ -97,7 +98,7 @@ def test_cr_crlf_and_mixed_line_ends_read_as_python_text_mode(tmp_path_factory, 
             assert data[r.offset:r.offset + len(r.data)] == r.data
             assert (r.line or readers.line_number_at(str(path), r.offset)) == n
         path.with_suffix(".jsonl.gz").write_bytes(gzip.compress(data))
-        whole = readers.WorkItem(path=str(path.with_suffix(".jsonl.gz")), stem="f",
+        whole = WorkItem(path=str(path.with_suffix(".jsonl.gz")), stem="f",
                                  format="jsonl.gz", index=0)
         assert [(r.data, r.line) for r in readers.read_jsonl(whole)] == \
             [(line, n) for n, line in enumerate(want, start=1)]
@@ -132,7 +133,7 @@ def test_discover_errors(tmp_path):
 def test_corrupt_gzip_is_a_file_error(tmp_path):
     path = tmp_path / "bad.jsonl.gz"
     path.write_bytes(gzip.compress(json.dumps({"text": "x"}).encode() * 100)[:40])
-    item = readers.WorkItem(path=str(path), stem="bad", format="jsonl.gz", index=0)
+    item = WorkItem(path=str(path), stem="bad", format="jsonl.gz", index=0)
     with pytest.raises(readers.CorruptFileError, match="cannot decompress"):
         list(readers.read_jsonl(item))
 

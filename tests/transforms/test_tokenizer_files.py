@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from dataio import errors
+from runtime import errors
 from pipelines import tokenize
 from transforms import tokenizer_files as tf
 

@@ -34,7 +34,7 @@ import re
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 
-from dataio.errors import ConfigError
+from runtime.errors import ConfigError
 from dataio.naming import printable
 
 MASK = "REDACTED"
@@ -129,7 +129,7 @@ def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
 
     ``--azure-sas-token X`` and ``--azure_sas_token=X`` both give ``{"azure_sas_token": "X"}``
     (the later of two wins). Every value taken is registered with :func:`register_secret`.
-    Raises :class:`dataio.errors.ConfigError` when a secret flag ends argv without its value.
+    Raises :class:`runtime.errors.ConfigError` when a secret flag ends argv without its value.
     """
     clean: list[str] = []
     secrets: dict[str, str] = {}

@@ -304,7 +304,7 @@ def end_run(message: str, status: int = EXIT_FAILED) -> None:
     ``error: message`` (once; not after an interrupt, whose line wins), give back what must be
     given back (the output's lock, a lease), exit with ``status``. For a failure the main thread
     cannot learn in time (a local worker died: Beam's runner would wait for it for ever)."""
-    from dataio.redact import redact
+    from runtime.redact import redact
 
     if _reported.is_set() or _fired:
         return
@@ -336,7 +336,7 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
     ``process=True`` (the command line, not in-process callers such as tests): SIGINT and
     SIGTERM become :class:`Interrupted`, and after an interrupt the process ends at once
     (``os._exit``) rather than waiting on threads the runner leaves behind; local workers die
-    with it (see dataio/workers.py)."""
+    with it (see runtime/workers.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_bundle_failures()
     _what_is_kept.clear()  # an earlier in-process command's, not this one's
@@ -377,7 +377,7 @@ def _report_interrupt(signum: int) -> int:
 
 
 def _report(exc: BaseException) -> int:
-    from dataio.redact import redact
+    from runtime.redact import redact
 
     if _ending.is_set():  # end_run() prints the cause and ends the process (give it time)
         threading.Event().wait(ENDING_WAIT_SECONDS)

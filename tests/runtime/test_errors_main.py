@@ -1,9 +1,9 @@
-"""dataio.errors.main: the one wrapper every command runs under."""
+"""runtime.errors.main: the one wrapper every command runs under."""
 
 import subprocess
 import sys
 
-from dataio import errors
+from runtime import errors
 
 
 def test_argparse_exits_become_statuses(capsys):
