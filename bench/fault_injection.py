@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from runtime import faults# noqa: E402
+from runtime import faults  # noqa: E402
 from dataio import indexed, naming, parts
 from dataio.sink import COMMITS_DIR, TEMPORARY_DIR  # noqa: E402
 

@@ -8,7 +8,7 @@ configures two things:
   the process's current ``sys.stderr`` (tests replace it) one line per message: the message as
   it is at INFO, prefixed ``warning:`` / ``debug:`` otherwise, as ``runtime.errors.main`` prefixes
   ``error:``; what a message puts into its text (``%s`` arguments: paths, names) is shown with
-  its control characters escaped (:func:`dataio.naming.printable`, applied by the redacting
+  its control characters escaped (:func:`runtime.text.printable`, applied by the redacting
   filter of :mod:`runtime.redact`, which every record of the log passes);
 * the root logger, where Beam, gRPC and the rest log: at ``debug`` their INFO and up, as
   ``LEVEL logger: message``; at any other level nothing. Beam's start-up lines (``apitools not
@@ -98,7 +98,7 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
     handler = _CurrentStderr()
     handler.setFormatter(_OwnFormat("%(message)s"))
     _replace_own_handlers(own, handler)
-    from runtime.redact import install_logging_filter# secrets never reach a log line
+    from runtime.redact import install_logging_filter  # secrets never reach a log line
 
     install_logging_filter(own)
     for name in PER_REQUEST_LOGGERS:

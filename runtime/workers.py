@@ -43,7 +43,7 @@ import select
 import signal
 import threading
 
-from dataio.naming import printable
+from runtime.text import printable
 
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
 NOTES_ENV = "TOKENBEAM_WORKER_NOTES"  # the driver's folder where workers note their work

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fault_injection as fi  # noqa: E402
 
-from runtime import faults# noqa: E402
+from runtime import faults  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 

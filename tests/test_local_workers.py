@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fault_injection as fi  # noqa: E402
 
-from runtime import faults# noqa: E402
+from runtime import faults  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 

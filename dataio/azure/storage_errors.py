@@ -398,3 +398,6 @@ def classify_text(name: str, message: str, text: str) -> errors.TokenbeamError |
                "ResourceModifiedError"):
         return _message("http", status=status, code=code, detail=_first_line(message), where="")
     return None
+
+
+errors.register_storage_errors(classify, classify_text)

@@ -106,10 +106,11 @@ def test_split_secret_flags_takes_both_forms_out_and_registers_the_values():
 def test_split_secret_flags_needs_a_value():
     import pytest
 
-    from runtime.errors import ConfigError
+    from runtime import errors
 
-    with pytest.raises(ConfigError, match="--azure-sas-token needs a value"):
+    with pytest.raises(ValueError, match="--azure-sas-token needs a value") as raised:
         r.split_secret_flags(["--input", "x", "--azure-sas-token"])
+    assert errors.describe(raised.value)[1] == errors.EXIT_USAGE
 
 
 def test_split_and_redact_argv_know_the_same_flags():
