@@ -53,6 +53,7 @@ import numpy as np
 
 from runtime import faults
 from dataio import fs as fsutil
+from dataio.storage_fn import StorageDoFn
 from dataio import indexed, naming, parts
 from runtime import workers
 from dataio.indexed import Counts
@@ -267,7 +268,7 @@ class _Committer:
                 fsutil.remove(fsutil.join(folder, entry))
 
 
-class _WritePartFn(beam.DoFn):
+class _WritePartFn(StorageDoFn):
     """TokenBatch -> a part; an item's mark (dataio/parts.py ItemMark) -> its item record, or
     (reused) its kept parts handed on; a stem of one item is then committed at once."""
 
@@ -281,8 +282,7 @@ class _WritePartFn(beam.DoFn):
                                      counted_names=counted_names)
 
     def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
+        super().setup()
         self._done_keys: dict[str, set[str]] = {}  # stem folder -> its items known done
         self.start_bundle()
 
@@ -424,7 +424,7 @@ class _WritePartFn(beam.DoFn):
         return True
 
 
-class _FinalizeShardFn(beam.DoFn):
+class _FinalizeShardFn(StorageDoFn):
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
                  max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
                  counted_names: bool = True):
@@ -433,10 +433,6 @@ class _FinalizeShardFn(beam.DoFn):
         self._max_bad_fraction = max_bad_fraction
         self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale,
                                      counted_names=counted_names)
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, element):
         shard, grouped = element
@@ -540,14 +536,10 @@ class WriteShards(beam.PTransform):
                              stale=self._stale, counted_names=self._counted_names))
 
 
-class _WriteErrorsFn(beam.DoFn):
+class _WriteErrorsFn(StorageDoFn):
     def __init__(self, output: str, storage=None, guard=None):
         self._output, self._storage = output, storage
         self._guard = guard  # dataio.lock.OutputGuard: written only while the output is ours
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, element):
         stem, reports = element

@@ -18,6 +18,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from runtime import errors, log
 from dataio import manifest, parts, readers, sink
+from dataio.storage_fn import StorageDoFn
 from dataio.elements import ShardResult
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
@@ -155,13 +156,9 @@ def shard_results(result) -> dict[str, ShardResult] | None:
     return {r.shard: r for r in found}
 
 
-class _FinishFn(beam.DoFn):
+class _FinishFn(StorageDoFn):
     def __init__(self, job: planner.Job, argv, *, started: str, storage=None):
         self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, _count, errors_written):
         from pipelines import tokenize

@@ -6,6 +6,7 @@ from __future__ import annotations
 import apache_beam as beam
 
 from dataio import fs as fsutil
+from dataio.storage_fn import StorageDoFn
 from dataio import parts, readers
 from runtime import workers
 from dataio.elements import DocumentBatch, WorkItem
@@ -16,15 +17,11 @@ from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, Faile
 coders.register(DocumentBatch)
 
 
-class _ReadDocumentsFn(beam.DoFn):
+class _ReadDocumentsFn(StorageDoFn):
     def __init__(self, keys, *, id_key, on_bad_record, max_docs, max_bytes, storage, output=""):
         self._keys, self._id_key, self._on_bad = list(keys), id_key, on_bad_record
         self._max_docs, self._max_bytes = max_docs, max_bytes
         self._storage, self._output = storage, output
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, item: WorkItem):
         plan = item.keep if self._output else None

@@ -40,6 +40,7 @@ from transforms import coders, progress
 from transforms.documents import (ERRORS_TAG, BadRecordReport, bad_record_error,
                                   batch_bad_record)
 from dataio.elements import DocumentBatch, TokenBatch
+from dataio.storage_fn import StorageDoFn
 from transforms.tokenize_config import TokenizeConfig  # noqa: F401 (its public name here too)
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
@@ -129,7 +130,7 @@ coders.register(TokenBatch)
 ShardNames = Mapping[tuple[str, str, bool], str]  # (stem, key, holdout?) -> relative shard name
 
 
-class _TokenizeFn(beam.DoFn):
+class _TokenizeFn(StorageDoFn):
     def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, shard_names: ShardNames,
                  on_bad_record="skip", storage=None):
         self._spec, self._config, self._storage = spec, config, storage
@@ -137,8 +138,7 @@ class _TokenizeFn(beam.DoFn):
         self._on_bad_record = on_bad_record
 
     def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
+        super().setup()
         self._tok = load_tokenizer(self._spec)
         self._eod = self._tok.eod if self._config.append_eod else None
         self._split: Callable[[str], list[str]] | None = None
