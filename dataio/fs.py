@@ -5,9 +5,11 @@ Local paths go through the OS directly (memory maps, atomic ``os.replace``); any
 once per process with :func:`set_storage_options` (on Beam workers: in ``DoFn.setup``), so they
 are never part of a pickled transform or a logged URL.
 
-Azure URLs (``abfs://``, ``abfss://``, ``az://``, ``https://ACCOUNT.blob.core.windows.net/...``,
-Azurite's path-style ``http://HOST:PORT/devstoreaccount1/...``) are resolved by
-:mod:`dataio.azure`: one filesystem per account and credential, path ``container/blob``.
+Schemes that need more than fsspec gives (credentials per account, URL forms fsspec does not
+parse, a commit that is not ``fs.mv``) register a handler with :func:`register_scheme` when their
+package is imported; fs holds none of their code. Azure (``abfs://``, ``abfss://``, ``az://``,
+``https://ACCOUNT.blob.core.windows.net/...``, Azurite's path-style URLs) is one:
+dataio/azure/scheme.py, one filesystem per account and credential, path ``container/blob``.
 
 Storage primitives for commit protocols (same behaviour on local disk and object stores):
 :func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib
 import mmap
 import os
 import stat
@@ -64,21 +67,56 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
-def _azure(path: str):
-    """dataio.azure when ``path`` is an Azure URL (imported only then: adlfs is an extra)."""
+# -- schemes beyond fsspec's own ----------------------------------------------------------------
+# A handler has: claims(path), owns(fs), filesystem_and_path(path), replace(fs, source, target),
+# without_credentials(url), url_like(base, inner), location(path) -> (root, path) | None, and the
+# flags trusted_listing (listing details are what info() says) and writes_whole (one write is
+# all-or-nothing). The providers are imported on the first URL, by name, as fsspec's own
+# registry names adlfs: an optional extra does not load with every local path, and fs imports
+# no provider module (each imports fs to register itself).
+SCHEME_PROVIDERS = ("dataio.azure",)
+_SCHEMES: list = []
+_providers_lock = threading.RLock()  # a provider importing fs functions re-enters
+_providers_loaded = False
+
+
+def register_scheme(handler) -> None:
+    """Called by a scheme's package when it is imported; a second registration replaces the
+    first of the same ``name``."""
+    _SCHEMES[:] = [s for s in _SCHEMES if s.name != handler.name] + [handler]
+
+
+def _load_providers() -> None:
+    global _providers_loaded
+    with _providers_lock:
+        if not _providers_loaded:
+            for name in SCHEME_PROVIDERS:
+                importlib.import_module(name)
+            _providers_loaded = True
+
+
+def _scheme(path: str):
+    """The registered handler of URL ``path``; None for local paths and plain fsspec URLs."""
     if "://" not in path or path.startswith("file://"):
         return None
-    from dataio import azure
-    return azure if azure.is_azure_url(path) else None
+    if not _providers_loaded:
+        _load_providers()
+    return next((s for s in _SCHEMES if s.claims(path)), None)
+
+
+def _scheme_of_filesystem(fs):
+    if not _providers_loaded:
+        _load_providers()
+    return next((s for s in _SCHEMES if s.owns(fs)), None)
 
 
 def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem of ``path`` and the path as that filesystem names it."""
     if is_local(path):
         return _LOCAL, os.path.abspath(path.removeprefix("file://"))
-    azure = _azure(path)
-    if azure is not None:
-        return azure.filesystem_and_path(path)
+    scheme = _scheme(path)
+    if scheme is not None:
+        return scheme.filesystem_and_path(path)
     protocol = path.split("://", 1)[0]
     fs, inner = fsspec.core.url_to_fs(path, **storage_options(protocol))
     return fs, inner
@@ -176,9 +214,9 @@ def replace(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
             # again from the part its first commit hard-linked): the target is right already
             os.unlink(source)
         return
-    if type(fs).__name__ == "AzureBlobFileSystem":
-        from dataio import azure
-        azure.replace(fs, source, target)
+    scheme = _scheme_of_filesystem(fs)
+    if scheme is not None:
+        scheme.replace(fs, source, target)
         return
     fs.mv(source, target)
 
@@ -199,11 +237,11 @@ def map_or_read(path: str):
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
-    azure = _azure(base) if "?" in base else None
-    if azure is not None:
-        # A SAS in the query is remembered for its container and dropped from the URL, so
-        # joined paths never carry it (nor break when a suffix like ".bin" is appended).
-        base = azure.absorb_sas(base)
+    scheme = _scheme(base) if "?" in base else None
+    if scheme is not None:
+        # A credential in the query (a SAS) is remembered and dropped from the URL, so joined
+        # paths never carry it (nor break when a suffix like ".bin" is appended).
+        base = scheme.without_credentials(base)
     return "/".join([base.rstrip("/"), *parts])
 
 
@@ -212,9 +250,9 @@ def glob(pattern: str) -> list[str]:
     fs, inner = filesystem_and_path(pattern)
     if is_local(pattern):
         return sorted(fs.glob(inner))
-    azure = _azure(pattern)
-    if azure is not None:
-        return sorted(azure.url_like(pattern, p) for p in fs.glob(inner))
+    scheme = _scheme(pattern)
+    if scheme is not None:
+        return sorted(scheme.url_like(pattern, p) for p in fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
     return sorted(f"{protocol}://{p}" for p in fs.glob(inner))
 
@@ -230,7 +268,8 @@ def glob_details(pattern: str) -> dict[str, dict[str, Any]]:
     filesystems do not promise the same fields (the in-memory one gives ``created`` as a number
     in listings and as a datetime from ``info``, which would change resume keys)."""
     fs, inner = filesystem_and_path(pattern)
-    if _azure(pattern) is None:
+    scheme = _scheme(pattern)
+    if scheme is None or not scheme.trusted_listing:
         return {p: {} for p in glob(pattern)}
     found = fs.glob(inner, detail=True)
     return {url_of(pattern, p): dict(found[p]) for p in sorted(found)}
@@ -246,7 +285,8 @@ def find_details(folder: str) -> dict[str, dict[str, Any]]:
         found = fs.find(inner, withdirs=True, detail=True)
     except FileNotFoundError:
         return {}
-    trusted = _azure(folder) is not None
+    scheme = _scheme(folder)
+    trusted = scheme is not None and scheme.trusted_listing
     return {url_of(folder, p): dict(found[p]) if trusted else {"type": found[p].get("type")}
             for p in sorted(found)}
 
@@ -270,9 +310,9 @@ def url_of(base: str, inner: str) -> str:
     (e.g. an entry of ``fs.ls``/``fs.find``)."""
     if is_local(base):
         return inner
-    azure = _azure(base)
-    if azure is not None:
-        return azure.url_like(base, inner)
+    scheme = _scheme(base)
+    if scheme is not None:
+        return scheme.url_like(base, inner)
     return f"{base.split('://', 1)[0]}://{inner}"
 
 
@@ -395,7 +435,8 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
             raise
         return
     fs, inner = filesystem_and_path(path)
-    if _azure(path) is not None:
+    scheme = _scheme(path)
+    if scheme is not None and scheme.writes_whole:
         fs.pipe_file(inner, bytes(data))
         return
     makedirs(fs, os.path.dirname(inner))
@@ -495,20 +536,11 @@ def resolve_location(path: str) -> str:
     """
     if is_local(path):
         return os.path.realpath(path.removeprefix("file://"))
-    loc, azure = None, _azure(path)
-    if azure is not None:
-        try:
-            loc = azure.parse(path)
-        except ValueError:  # not a well-formed Azure URL: compared as a plain URL below
-            loc = None
-        if loc is not None and loc.account is None:
-            try:
-                loc = azure.with_account(loc)  # the default account, from flags/environment
-            except ValueError:
-                pass  # none configured: the same (unknown) account for every such URL
-    if loc is not None:
-        blob = _collapse(loc.blob)
-        return f"azure://{(loc.account or '').lower()}/{loc.container}/{blob}".rstrip("/")
+    scheme = _scheme(path)
+    found = scheme.location(path) if scheme is not None else None
+    if found is not None:  # e.g. azure://ACCOUNT/CONTAINER and the blob path
+        root, inner = found
+        return f"{root}/{_collapse(inner)}".rstrip("/")
     parts = urlsplit(path)
     scheme = parts.scheme.lower()
     # Host names are case-insensitive; other "hosts" (s3 buckets, memory://) are kept as spelled.

@@ -97,11 +97,11 @@ def test_the_walk_sees_function_level_imports():
     assert "dataio.fs" in import_graph()["dataio.readers"]
 
 
-# Left when this test came (issue 27): dataio/fs.py still imports dataio/azure (Azure is to
-# register its schemes with fs), and the tokenize job's driver and graph import each other
-# (one package, pipelines/tokenize/). strict: the test fails once they are gone, to drop this.
-@pytest.mark.xfail(strict=True, reason="dataio.fs <-> dataio.azure, pipelines.tokenize <-> "
-                   "pipelines._tokenize_graph (issue 27, in progress)")
+# Left when this test came (issue 27 part 1, in progress elsewhere): the tokenize job's driver
+# and graph import each other until they become one package, pipelines/tokenize/. strict: this
+# fails once the cycle is gone, to drop the mark.
+@pytest.mark.xfail(strict=True, reason="pipelines.tokenize <-> pipelines._tokenize_graph "
+                   "(issue 27 part 1)")
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)

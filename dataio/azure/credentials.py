@@ -25,7 +25,7 @@ Contract:
   file flags (:data:`SECRET_FILE_FLAGS`, read by :func:`read_secret_file`).
   Secrets given by flag or URL are put into this process's environment so that worker
   processes forked or spawned from it (DirectRunner multi-processing, a local worker pool,
-  sbatch with ``--export=ALL``) inherit them. A worker calls :func:`configure_worker`
+  sbatch with ``--export=ALL``) inherit them. A worker calls :func:`~dataio.azure.state.configure_worker`
   (``DoFn.setup``) or simply opens a path: resolution then happens lazily, from the plan and
   the environment, with no check. Cluster workers elsewhere get their secret the same way any
   Azure SDK does: environment variables set on the worker, or a managed identity. The plan
@@ -254,15 +254,6 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
         STATE.install_plan(plan)
         STATE.export_to_environment()
         return plan
-
-
-def configure_worker(plan: AzurePlan | None = None) -> None:
-    """On a worker (``DoFn.setup``): adopt the driver's plan; secrets come from the
-    environment. Cheap and idempotent; paths resolve lazily on first use."""
-    with STATE.lock:
-        if plan is not None and STATE.plan != plan:
-            STATE.install_plan(plan)
-        STATE.load_environment()
 
 
 def _remember_url_sas(loc: AzureLocation) -> None:

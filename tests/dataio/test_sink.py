@@ -422,7 +422,7 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
                                             "_counted_names"}
     worker = ship(fn)
     adopted = []
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     worker.setup()
     assert adopted == [azure_storage_plan]  # once, in setup, the plan the driver made
 
@@ -430,7 +430,7 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
 def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
     from dataio import azure
 
-    monkeypatch.setattr(azure, "configure_worker",
+    monkeypatch.setattr(azure.state, "configure_worker",
                         lambda plan=None: pytest.fail("configure_worker called without storage"))
     for fn in (sink._WritePartFn(str(tmp_path), "uint16"),
                sink._FinalizeShardFn(str(tmp_path), "uint16"), sink._WriteErrorsFn(str(tmp_path))):

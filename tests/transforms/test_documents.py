@@ -126,7 +126,7 @@ def test_read_fn_holds_only_its_configuration_and_ships_without_secrets(
                         "_max_bytes": 8 << 20, "_storage": azure_storage_plan, "_output": ""}
     worker = ship(fn)
     adopted = []
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     worker.setup()
     assert adopted == [azure_storage_plan]
     out = list(worker.process(item_of(write_jsonl("w.jsonl", [{"id": 1, "text": "x"}]))))

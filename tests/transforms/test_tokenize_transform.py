@@ -140,7 +140,7 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     loads, adopted = [], []
     real_load = tz.load_tokenizer
     monkeypatch.setattr(tz, "load_tokenizer", lambda spec: loads.append(spec) or real_load(spec))
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     fn = tokenize_documents(NULL, config(append_eod=True), storage=azure_storage_plan)._fn
     assert set(vars(fn)) == {"_spec", "_config", "_storage", "_on_bad_record",
                             "_shard_names"}  # no tokenizer
