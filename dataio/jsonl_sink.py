@@ -24,7 +24,7 @@ Protocol (the same on local disk and object stores):
    d. the manifest is written *complete*: the shards with their sizes, nothing else (the same
       bytes on every run).
 
-   Readers (:func:`refusal`, called by ``dataio.readers.find_inputs``, the one way every job
+   Readers (:func:`refusal`, called by ``dataio.discovery.find_inputs``, the one way every job
    finds its inputs) refuse a folder whose manifest is unfinished, a listed shard whose size
    differs, and, when the folder is read whole, a listed shard that is missing. A kill anywhere
    in a-d leaves the manifest unfinished; the next reshard run into that folder settles it

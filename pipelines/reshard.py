@@ -41,6 +41,7 @@ from runtime import cli
 from runtime import errors
 from dataio import fs as fsutil
 from dataio import jsonl_sink, naming, readers
+from dataio import discovery
 from runtime import redact
 from dataio import lock as output_lock
 from pipelines import options as opts
@@ -119,7 +120,7 @@ def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob
     if unused:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
-    for found in readers.find_inputs(io.input, skip_unsupported=True):
+    for found in discovery.find_inputs(io.input, skip_unsupported=True):
         naming.refuse_not_utf8(found.path)
         fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=found.path, format=found.format, size=found.size,

@@ -18,6 +18,7 @@ import sys
 import pytest
 
 from dataio import input_hashes, readers
+from dataio import discovery
 from dataio.elements import WorkItem
 from transforms import documents
 
@@ -31,7 +32,7 @@ def _write(path, n=200):
 
 
 def _planned(folder, *, split_bytes=256 << 20, verify=False):
-    files = readers.find_inputs([str(folder)])
+    files = discovery.find_inputs([str(folder)])
     stamps = {}
     if verify:
         input_hashes.content_hashes([f.path for f in files], stamps=stamps)

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataio import manifest, readers
+from dataio import discovery
 from dataio.elements import ShardResult
 
 SHARDS = 40
@@ -93,7 +94,7 @@ def many_row_groups(tmp_path_factory):
 
 def test_a_parquet_file_of_20000_row_groups_is_few_items_each_knowing_its_first_row(
         many_row_groups):
-    (f,) = readers.discover([str(many_row_groups / "one" / "rows.parquet")])
+    (f,) = discovery.discover([str(many_row_groups / "one" / "rows.parquet")])
     (whole,) = readers.plan_items([f])  # the default --split-bytes: one item, one footer read
     assert whole.row_groups == tuple(range(20_000)) and whole.first_row == 0
     uncompressed = sum(size for _, size in readers.parquet_row_groups(f.path))

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataio import readers
+from dataio import discovery
 from dataio.elements import WorkItem
 from transforms import documents as docs
 from transforms.tokenize import assemble, holdout_mask
@@ -115,19 +116,19 @@ def test_stems_and_formats():
 
 def test_discover_errors(tmp_path):
     with pytest.raises(readers.InputError, match="no such file"):
-        readers.discover([str(tmp_path / "missing.jsonl")])
+        discovery.discover([str(tmp_path / "missing.jsonl")])
     with pytest.raises(readers.InputError, match="matches no supported file"):
-        readers.discover([str(tmp_path / "*.jsonl")])
+        discovery.discover([str(tmp_path / "*.jsonl")])
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "x.jsonl").write_text("{}\n")
     (tmp_path / "b" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
     # one name in two folders: each named by its folder below the inputs' common root (issue 24)
-    assert [f.stem for f in readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])] == \
+    assert [f.stem for f in discovery.discover([str(tmp_path / "a"), str(tmp_path / "b")])] == \
         ["a_x", "b_x"]
     (tmp_path / "a" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))  # one folder: refused
     with pytest.raises(readers.InputError, match="would both write shards named a_x_"):
-        readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])
+        discovery.discover([str(tmp_path / "a"), str(tmp_path / "b")])
 
 
 def test_corrupt_gzip_is_a_file_error(tmp_path):
