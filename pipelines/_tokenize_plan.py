@@ -32,7 +32,7 @@ from dataio import sampling
 from dataio import discovery
 from runtime import log
 from dataio.elements import WorkItem
-from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
+from dataio.dataset_find import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from runtime.redact import redact as _redact
 from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts

@@ -23,7 +23,7 @@ import re
 import sys
 
 from runtime import cli
-from dataio import dataset
+from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
 from dataio import naming
@@ -69,7 +69,7 @@ def shard_paths(*, signature: str | None, inputs: list[str] | None) -> list[str]
             raise UsageError(f"--signature {signature}: expected a JSON list of shard names, as "
                              "written by python -m pipelines.signature")
         return [n.removesuffix(".bin").removesuffix(".idx") for n in names]
-    return dataset.find_datasets(inputs)
+    return dataset_find.find_datasets(inputs)
 
 
 def make_shards(paths: list[str], *, path_prefix: str | None) -> list[blendlib.Shard]:

@@ -23,7 +23,7 @@ import os
 import sys
 
 from runtime import cli
-from dataio import dataset
+from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
@@ -94,7 +94,7 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
     lone ``X_dc=.._sc=.._tc=...bin`` whose counts match the index."""
     lone_idx: set[str] = set()
     # "keep": the half-renamed pair is what is looked for, so incomplete pairs are listed.
-    for prefix in dataset.find_datasets(patterns, incomplete="keep"):
+    for prefix in dataset_find.find_datasets(patterns, incomplete="keep"):
         # A lone X_dc=.._sc=.._tc=...bin: the .bin already moved; its .idx is still X.idx.
         lone_idx.add(naming.strip_counts(prefix))
     pairs = []
@@ -115,7 +115,7 @@ def format_table(rows: list[Row]) -> list[str]:
     # a name holding a newline or an escape forges no row; names alike in two folders (the
     # subfolders of --output-layout mirror) are shown with their folders
     shown = {id(r): naming.printable(name)
-             for r, name in zip(rows, dataset.shown_names([r.prefix for r in rows]))}
+             for r, name in zip(rows, dataset_find.shown_names([r.prefix for r in rows]))}
     name_width = max([len("dataset")] + [len(name) for name in shown.values()])
     lines = [f"{'dataset':<{name_width}}  {'dtype':<6} {'documents':>12} {'sequences':>12} "
              f"{'tokens':>15}  status"]
@@ -156,7 +156,7 @@ def _run(argv) -> int:
         _rename_dataset_idx_only(prefix, target)
         print(f"finished an interrupted rename: {naming.printable(os.path.basename(prefix))} -> "
               f"{naming.printable(os.path.basename(target))}")
-    prefixes = dataset.find_datasets(args.input)
+    prefixes = dataset_find.find_datasets(args.input)
     rows = plan(prefixes, rename=args.rename)
     print("\n".join(format_table(rows)))
     failed = [r for r in rows if not r.ok]

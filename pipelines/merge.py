@@ -34,7 +34,7 @@ import re
 import sys
 
 from runtime import cli
-from dataio import dataset
+from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
 from dataio import indexed, naming
@@ -100,7 +100,7 @@ def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = T
                    overwrite: bool = False, natural: bool = False) -> tuple[str, indexed.Counts]:
     """Merge ``prefixes`` (in :func:`merge_order`) into ``output``; returns the final prefix and
     its counts."""
-    ordered = dataset.unique_datasets(merge_order(prefixes, natural=natural))
+    ordered = dataset_find.unique_datasets(merge_order(prefixes, natural=natural))
     final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
                               overwrite=overwrite)
     header = indexed.merge(ordered, final)
@@ -148,7 +148,7 @@ def _run(argv) -> int:
     # Megatron writes PREFIX + .bin/.idx whatever PREFIX ends in; --output drops a .bin/.idx
     output = args.output_prefix or indexed.prefix_of(args.output)
     counts_in_name = not (args.no_counts or args.output_prefix)
-    prefixes = dataset.find_datasets(args.input)
+    prefixes = dataset_find.find_datasets(args.input)
     try:
         final, total = merge_datasets(prefixes, output, counts_in_name=counts_in_name,
                                       overwrite=args.overwrite, natural=args.natural_order)

@@ -6,7 +6,7 @@ weights can be computed (``pipelines.blend --signature``) without downloading th
 counts when both its files exist; temporary files of unfinished writes are ignored; a ``.bin``
 without its ``.idx`` (or the reverse) is an error unless ``--skip-incomplete``.
 
-Datasets are found by :func:`dataio.dataset.list_datasets`, as by every dataset command.
+Datasets are found by :func:`dataio.dataset_find.list_datasets`, as by every dataset command.
 
 Exit status: 0 written, 1 incomplete datasets or none found, 2 bad command line (including an
 ``--output`` that is one of the dataset files, however spelled).
@@ -20,14 +20,14 @@ import os
 import sys
 
 from runtime import cli
-from dataio import dataset
+from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
 
 
 def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
     """The sorted base names of the datasets in ``directory``."""
-    found = dataset.list_datasets(directory, incomplete="skip" if skip_incomplete else "error")
+    found = dataset_find.list_datasets(directory, incomplete="skip" if skip_incomplete else "error")
     return sorted(os.path.basename(p) for p in found)
 
 

@@ -126,9 +126,9 @@ def test_the_input_root_of_each_kind_of_input():
 
 
 def test_listings_show_the_folders_of_names_alike_in_two_folders():
-    from dataio import dataset
+    from dataio import dataset_find
 
-    assert dataset.shown_names(["/o/a_x", "/o/b_x"]) == ["a_x", "b_x"]  # as ever
-    assert dataset.shown_names(["/o/CC-10/000_d", "/o/CC-18/000_d", "/o/CC-18/001_d"]) == \
+    assert dataset_find.shown_names(["/o/a_x", "/o/b_x"]) == ["a_x", "b_x"]  # as ever
+    assert dataset_find.shown_names(["/o/CC-10/000_d", "/o/CC-18/000_d", "/o/CC-18/001_d"]) == \
         ["CC-10/000_d", "CC-18/000_d", "CC-18/001_d"]
-    assert dataset.shown_names(["az://c/o/a/x", "az://c/o/b/x"]) == ["a/x", "b/x"]
+    assert dataset_find.shown_names(["az://c/o/a/x", "az://c/o/b/x"]) == ["a/x", "b/x"]

@@ -151,11 +151,11 @@ print("ok")
                           text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
-    from dataio import dataset
+    from dataio import dataset_find
 
     from pipelines import _tokenize_plan as planner
 
-    assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR  # the driver names every shard
+    assert planner.HOLDOUT_DIR == dataset_find.HOLDOUT_DIR  # the driver names every shard
 
 
 @pytest.mark.parametrize("requested, cores, items, expected, limit", [
