@@ -17,6 +17,7 @@ from typing import Sequence
 
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, manifest, naming
 from dataio.readers import InputError
 
@@ -170,7 +171,7 @@ def unique_datasets(prefixes: Sequence[str]) -> list[str]:
     seen: set[str] = set()
     unique = []
     for prefix in prefixes:
-        where = fsutil.resolve_location(indexed.idx_path(prefix))
+        where = locations.resolve_location(indexed.idx_path(prefix))
         if where not in seen:
             seen.add(where)
             unique.append(prefix)

@@ -21,6 +21,7 @@ from typing import Sequence
 from runtime import errors
 from dataio import jsonl_sink
 from dataio import fs as fsutil
+from dataio import locations
 from dataio.readers import (LONGEST_SUFFIX_FIRST, SUPPORTED_SUFFIXES, InputError, InputFile,
                             file_format, file_stem, version_of)
 
@@ -443,7 +444,7 @@ def _each_file_once(files: list[InputFile], named_again: list[str],
 
 def file_key(path: str) -> object:
     """What is the same for every name of one file: a local file's device and inode (symlinks
-    and hard links alike), else its place: :func:`dataio.fs.resolve_location` for Azure (which
+    and hard links alike), else its place: :func:`dataio.locations.resolve_location` for Azure (which
     knows the account), the filesystem's own path for other URLs."""
     if fsutil.is_local(path):
         try:
@@ -451,7 +452,7 @@ def file_key(path: str) -> object:
             return ("inode", st.st_dev, st.st_ino)
         except OSError:
             return ("place", _location(path))
-    place = fsutil.resolve_location(path)  # Azure: the account, container and blob
+    place = locations.resolve_location(path)  # Azure: the account, container and blob
     if place.startswith("azure://"):
         return ("place", place)
     fs, inner = fsutil.filesystem_and_path(path)  # memory://x/a and memory:///x/a: one file

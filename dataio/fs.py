@@ -15,7 +15,8 @@ Storage primitives for commit protocols (same behaviour on local disk and object
 :func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
 containers, the target complete whenever it exists), :func:`write_bytes_atomic` (a small file
 appears whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`,
-:func:`remove` and :func:`remove_temporaries`.
+:func:`remove` and :func:`remove_temporaries`. Where a path points (is an output one of the
+inputs?) is dataio/locations.py; a file's content hash, dataio/file_hashes.py.
 
 Links: nothing tokenbeam writes on local disk goes through a symbolic link planted where the
 file goes (which would overwrite a file elsewhere, e.g. another user's): new files are created
@@ -34,7 +35,6 @@ a read that blocks or never ends.
 from __future__ import annotations
 
 import errno
-import hashlib
 import importlib
 import mmap
 import os
@@ -43,7 +43,6 @@ import sys
 import tempfile
 import threading
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -95,7 +94,7 @@ def _load_providers() -> None:
             _providers_loaded = True
 
 
-def _scheme(path: str):
+def scheme_of(path: str):
     """The registered handler of URL ``path``; None for local paths and plain fsspec URLs."""
     if "://" not in path or path.startswith("file://"):
         return None
@@ -114,7 +113,7 @@ def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem of ``path`` and the path as that filesystem names it."""
     if is_local(path):
         return _LOCAL, os.path.abspath(path.removeprefix("file://"))
-    scheme = _scheme(path)
+    scheme = scheme_of(path)
     if scheme is not None:
         return scheme.filesystem_and_path(path)
     protocol = path.split("://", 1)[0]
@@ -237,7 +236,7 @@ def map_or_read(path: str):
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
-    scheme = _scheme(base) if "?" in base else None
+    scheme = scheme_of(base) if "?" in base else None
     if scheme is not None:
         # A credential in the query (a SAS) is remembered and dropped from the URL, so joined
         # paths never carry it (nor break when a suffix like ".bin" is appended).
@@ -250,7 +249,7 @@ def glob(pattern: str) -> list[str]:
     fs, inner = filesystem_and_path(pattern)
     if is_local(pattern):
         return sorted(fs.glob(inner))
-    scheme = _scheme(pattern)
+    scheme = scheme_of(pattern)
     if scheme is not None:
         return sorted(scheme.url_like(pattern, p) for p in fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
@@ -268,7 +267,7 @@ def glob_details(pattern: str) -> dict[str, dict[str, Any]]:
     filesystems do not promise the same fields (the in-memory one gives ``created`` as a number
     in listings and as a datetime from ``info``, which would change resume keys)."""
     fs, inner = filesystem_and_path(pattern)
-    scheme = _scheme(pattern)
+    scheme = scheme_of(pattern)
     if scheme is None or not scheme.trusted_listing:
         return {p: {} for p in glob(pattern)}
     found = fs.glob(inner, detail=True)
@@ -285,7 +284,7 @@ def find_details(folder: str) -> dict[str, dict[str, Any]]:
         found = fs.find(inner, withdirs=True, detail=True)
     except FileNotFoundError:
         return {}
-    scheme = _scheme(folder)
+    scheme = scheme_of(folder)
     trusted = scheme is not None and scheme.trusted_listing
     return {url_of(folder, p): dict(found[p]) if trusted else {"type": found[p].get("type")}
             for p in sorted(found)}
@@ -310,7 +309,7 @@ def url_of(base: str, inner: str) -> str:
     (e.g. an entry of ``fs.ls``/``fs.find``)."""
     if is_local(base):
         return inner
-    scheme = _scheme(base)
+    scheme = scheme_of(base)
     if scheme is not None:
         return scheme.url_like(base, inner)
     return f"{base.split('://', 1)[0]}://{inner}"
@@ -435,7 +434,7 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
             raise
         return
     fs, inner = filesystem_and_path(path)
-    scheme = _scheme(path)
+    scheme = scheme_of(path)
     if scheme is not None and scheme.writes_whole:
         fs.pipe_file(inner, bytes(data))
         return
@@ -514,99 +513,6 @@ def list_names(path: str) -> list[str]:
     return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(inner, detail=False))
 
 
-# -- where a path points: one answer for "is this output one of the inputs?" --------------------
-
-
-class SameLocationError(ValueError):
-    """A command would write over one of its own inputs (the same file spelled differently).
-    A bad command line: exit status 2."""
-
-    exit_status = 2
-
-
-def resolve_location(path: str) -> str:
-    """One spelling per place on storage, for comparing paths (never for opening them).
-
-    Local paths (and ``file://``): the real path, so ``.``, ``..``, ``//`` and symlinks (to the
-    file or to any folder above it) are resolved; a missing tail stays as spelled, normalised.
-    Azure URLs: ``azure://ACCOUNT/CONTAINER/BLOB`` whatever the form (abfs/abfss/az/https/
-    path-style; the account filled in from the configuration when the URL names none), the blob
-    path with ``.``/``..``/``//`` collapsed and the query (a SAS) dropped. Other URLs: the scheme
-    (and an http host) lower-cased, the path collapsed the same way, query and fragment dropped.
-    """
-    if is_local(path):
-        return os.path.realpath(path.removeprefix("file://"))
-    scheme = _scheme(path)
-    found = scheme.location(path) if scheme is not None else None
-    if found is not None:  # e.g. azure://ACCOUNT/CONTAINER and the blob path
-        root, inner = found
-        return f"{root}/{_collapse(inner)}".rstrip("/")
-    parts = urlsplit(path)
-    scheme = parts.scheme.lower()
-    # Host names are case-insensitive; other "hosts" (s3 buckets, memory://) are kept as spelled.
-    host = parts.netloc.lower() if scheme in ("http", "https") else parts.netloc
-    return f"{scheme}://{host}/{_collapse(parts.path)}".rstrip("/")
-
-
-def _collapse(path: str) -> str:
-    """``a//b/./c/../d`` -> ``a/b/d`` (no leading slash; ``..`` above the root is dropped, as
-    HTTP clients and object stores do)."""
-    kept: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if kept:
-                kept.pop()
-            continue
-        kept.append(part)
-    return "/".join(kept)
-
-
-def same_location(a: str, b: str) -> bool:
-    """True when ``a`` and ``b`` name the same file however they are spelled (see
-    :func:`resolve_location`); local files that both exist are also compared by device and
-    inode, which catches hard links and case-insensitive file systems."""
-    if resolve_location(a) == resolve_location(b):
-        return True
-    return _file_id(a) is not None and _file_id(a) == _file_id(b)
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    if not is_local(path):
-        return None
-    try:
-        st = os.stat(path.removeprefix("file://"))
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def refuse_same_location(outputs: list[str], inputs: list[str], *, flag: str) -> None:
-    """Raise :class:`SameLocationError`, naming both paths and the fix, when a file the command
-    is about to write (``outputs``) is one it reads (``inputs``) under any spelling (the test of
-    :func:`same_location`; each path resolved once, so thousands of inputs cost little)."""
-    by_place = {resolve_location(o): o for o in outputs}
-    by_id = {i: o for o in outputs if (i := _file_id(o)) is not None}
-    for source in inputs:
-        output = by_place.get(resolve_location(source))
-        if output is None and by_id:
-            output = by_id.get(_file_id(source))
-        if output is not None:
-            spelled = "" if output == source else f" (as {output})"
-            raise SameLocationError(
-                f"{flag} would write over the input {source}{spelled}: it is the same file, so "
-                f"the input would be destroyed; choose another {flag}")
-
-
-def resolved(path: str | None, folder: str | None = None) -> str | None:
-    """``path`` as it names the same file from any folder: a relative local path joined to
-    ``folder`` (default: the current one) and normalised; ``file://`` and other URLs unchanged."""
-    if not path or not is_local(path) or path.startswith("file://"):
-        return path
-    return os.path.normpath(os.path.join(folder or os.getcwd(), path))
-
-
 def cache_dir() -> str:
     """tokenbeam's per-user cache folder: ``$XDG_CACHE_HOME/tokenbeam`` (else
     ``~/.cache/tokenbeam``). What is kept there only saves work: any of it may be deleted."""
@@ -621,54 +527,3 @@ def write_cache_file(path: str, data: bytes) -> None:
         write_bytes_atomic(path, data)
     except OSError:
         pass
-
-
-# -- content hash: resume notices a change that keeps size and mtime ----------------------------
-
-CONTENT_HASH = "sha256"  # hashlib's fastest here (SHA-NI); xxhash/blake3 are not dependencies
-_HASH_CHUNK = 8 << 20
-
-
-def content_hash(path: str) -> str:
-    """``sha256:HEX`` of the file's bytes (as stored, compressed or not), read in 8 MiB chunks
-    so memory stays flat; local paths are read directly, URLs through :func:`open_file`."""
-    digest = hashlib.new(CONTENT_HASH)
-    opener = (open(path.removeprefix("file://"), "rb", buffering=0) if is_local(path)
-              else open_file(path, "rb"))
-    with opener as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)  # releases the GIL: files hashed in threads run in parallel
-    return f"{CONTENT_HASH}:{digest.hexdigest()}"
-
-
-def content_hashes(paths: list[str]) -> dict[str, str | None]:
-    """:func:`content_hash` of each path, several files at a time (reading and hashing release
-    the GIL, so threads use every core and overlap remote reads). A file that cannot be read maps
-    to ``None``: hashing is no place to fail it; its reader fails its shards with the reason."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(path: str) -> str | None:
-        try:
-            return content_hash(path)
-        except OSError:
-            return None
-
-    if not paths:
-        return {}
-    # Each thread takes the next path when it is done (not one future per path: 10,000 small
-    # inputs cost more in futures than in hashing).
-    todo, lock, hashes = iter(paths), threading.Lock(), {}
-
-    def work() -> None:
-        while True:
-            with lock:
-                path = next(todo, None)
-            if path is None:
-                return
-            hashes[path] = one(path)
-
-    threads = min(8, len(paths), max(2, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for done in [pool.submit(work) for _ in range(threads)]:
-            done.result()
-    return {p: hashes[p] for p in paths}

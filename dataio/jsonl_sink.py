@@ -58,6 +58,7 @@ from typing import Iterable, Sequence
 from runtime import errors, faults
 from dataio import naming
 from dataio import fs as fsutil
+from dataio import locations
 from dataio.lock import LOCK_NAME
 
 EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
@@ -269,7 +270,7 @@ def _of_earlier_version(output: str, entry):
     if temporary.count("/") < 2 or is_temporary_dir(temporary.partition("/")[0]):
         return entry
     relative = "/".join(temporary.rsplit("/", 2)[-2:])
-    if is_temporary_dir(_folder(relative)) and fsutil.same_location(
+    if is_temporary_dir(_folder(relative)) and locations.same_location(
             _folder(_folder(temporary)), output):
         return [relative, entry[1]]
     return entry

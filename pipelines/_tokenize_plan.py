@@ -27,6 +27,7 @@ import numpy as np
 
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import azure, indexed, input_hashes, manifest, naming, parts, readers
 from dataio import sampling
 from dataio import discovery
@@ -181,7 +182,7 @@ def _content_hashes(files: list[readers.InputFile], *,
     # a rerun that skips every shard reads no input.
     remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)],
                                              stamps=stamps)
-    return {**remembered, **fsutil.content_hashes([p for p in local if not fsutil.is_local(p)])}
+    return {**remembered, **file_hashes.content_hashes([p for p in local if not fsutil.is_local(p)])}
 
 
 def preflight(options) -> None:

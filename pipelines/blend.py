@@ -26,6 +26,7 @@ from runtime import cli
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import naming
 from transforms import blend as blendlib
 
@@ -88,13 +89,13 @@ def load_shards(*, signature: str | None, inputs: list[str] | None,
 
 def refuse_overwriting_inputs(args, prefixes: list[str]) -> None:
     """No output may be a file this command reads (a config file, a dataset found by --input),
-    under any spelling; raises :class:`fsutil.SameLocationError`."""
+    under any spelling; raises :class:`locations.SameLocationError`."""
     read = [p for p in (args.signature, args.data_ratio, args.lang_prob, args.exclude) if p]
     if args.input:
         read += [prefix + suffix for prefix in prefixes for suffix in (".bin", ".idx")]
     for flag, path in (("--output-script", args.output_script), ("--report", args.report)):
         if path and path != "-":
-            fsutil.refuse_same_location([path], read, flag=flag)
+            locations.refuse_same_location([path], read, flag=flag)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,6 +26,7 @@ from runtime import cli
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, naming
 
 
@@ -66,7 +67,7 @@ def plan(prefixes: list[str], *, rename: bool) -> list[Row]:
         target = fsutil.join(os.path.dirname(prefix), counted.counted_name())
         # Two datasets renamed to one name (e.g. the same one spelled two ways, d/x and d/./x)
         # would have the second rename clobber the first: compare places, not spellings.
-        place = fsutil.resolve_location(target)
+        place = locations.resolve_location(target)
         clash = [p for p in (indexed.bin_path(target), indexed.idx_path(target))
                  if fsutil.exists(p)] or ([target] if place in targets else [])
         if clash:

@@ -31,6 +31,7 @@ from dataio import dataset as dsmod
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed
 from dataio.manifest import ERRORS_DIR
 from dataio.naming import printable
@@ -266,13 +267,13 @@ def _run(argv) -> int:
         read = ([p + suffix for p in prefixes for suffix in (".bin", ".idx")]
                 + [path for path, _ in metadata] + ([model] if model else []))
         if args.plot:  # a typo'd --plot out/x.bin would replace the dataset it is reading
-            fsutil.refuse_same_location([args.plot], read, flag="--plot")
+            locations.refuse_same_location([args.plot], read, flag="--plot")
         if args.report == "":
             args.report = default_report_path(args.path, prefixes, args.split)
         elif args.report and dataset_find.is_folder(args.report):  # --report OUT: the page goes there
             args.report = default_report_path(args.report, prefixes, args.split)
         if args.report:
-            fsutil.refuse_same_location([args.report], read, flag="--report")
+            locations.refuse_same_location([args.report], read, flag="--report")
         shards = [dsmod.Shard(p) for p in prefixes]
         vocab_size = dataset_find.read_vocab_size(prefixes)
     except (FileNotFoundError, ValueError) as exc:

@@ -37,6 +37,7 @@ from runtime import cli
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, naming
 
 
@@ -78,7 +79,7 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
         final = naming.with_counts(output, total.documents, total.sequences, total.tokens)
     # Spelled differently (DIR/./NAME, DIR//NAME, "..", a symlink), the output is still an input
     # that --overwrite would destroy: compare where the files are, not how they are written.
-    fsutil.refuse_same_location([indexed.bin_path(final), indexed.idx_path(final)],
+    locations.refuse_same_location([indexed.bin_path(final), indexed.idx_path(final)],
                                 [f(p) for p in prefixes for f in (indexed.bin_path,
                                                                   indexed.idx_path)],
                                 flag="--output")

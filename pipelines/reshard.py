@@ -40,6 +40,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from runtime import cli
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import jsonl_sink, naming, readers
 from dataio import discovery
 from runtime import redact
@@ -155,8 +156,8 @@ def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
                 and p.rsplit("/", 1)[-1] not in unsettled]
-    read = {fsutil.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
-    clobbered = sorted(p for p in existing if fsutil.resolve_location(p) in read)
+    read = {locations.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
+    clobbered = sorted(p for p in existing if locations.resolve_location(p) in read)
     if clobbered:
         raise rs.ReshardError(f"input {clobbered[0]} has a name the output would use; write to "
                               "another --output folder")

@@ -23,6 +23,7 @@ from runtime import cli
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 
 
 def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
@@ -53,7 +54,7 @@ def _run(argv) -> int:
     if not names:
         raise errors.RunError(f"no .bin/.idx datasets in {args.input}")
     if args.output != "-":
-        fsutil.refuse_same_location([args.output], [fsutil.join(args.input, n + suffix)
+        locations.refuse_same_location([args.output], [fsutil.join(args.input, n + suffix)
                                                     for n in names
                                                     for suffix in (".bin", ".idx")],
                                     flag="--output")

@@ -40,6 +40,7 @@ from dataio import azure, indexed, manifest, parts
 from runtime import errors, faults, log, workers
 from dataio.elements import ShardResult
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import lock as output_lock
 from runtime.redact import install_logging_filter, redact, redact_argv
 from pipelines import options as opts
@@ -174,12 +175,12 @@ def write_metadata(job: Job, *, argv, started: str, finished: str,
         return ("failed" if r.failed else "written") if r else "skipped" if s.skip else "missing"
 
     entries = [manifest.ShardEntry(
-        shard=s.shard, input=redact(fsutil.resolved(s.input.path, job.folder)), key=s.key,
+        shard=s.shard, input=redact(locations.resolved(s.input.path, job.folder)), key=s.key,
         status=status(s), result=of_shard.get(s.shard)) for s in job.shards]
     head = {"tokenizer": job.tokenizer, "dtype": job.dtype.name, "level": job.config.level,
             "versions": _versions(job),
             # paths resolved from the driver's folder (this may run on a Spark worker)
-            "inputs": [{"path": redact(fsutil.resolved(f.path, job.folder)), "size": f.size,
+            "inputs": [{"path": redact(locations.resolved(f.path, job.folder)), "size": f.size,
                         "version": f.version} for f in job.files]}
     tail = {"options": redact_argv(argv), "run_id": job.run_id, "started": started,
             "finished": finished}

@@ -20,6 +20,7 @@ from dataio import dataset
 from dataio import dataset_find
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, manifest, naming
 
 
@@ -70,7 +71,7 @@ def with_holdout(paths: list[str]) -> list[str]:
     """``paths``, each tokenize output folder followed by its ``holdout/`` folder when it has
     one and it is not named too: one ``validate OUT`` checks the whole output, holdout shards
     and their commit records included."""
-    named = {fsutil.resolve_location(p) for p in paths}
+    named = {locations.resolve_location(p) for p in paths}
     out = []
     for path in paths:
         out.append(path)
@@ -78,8 +79,8 @@ def with_holdout(paths: list[str]) -> list[str]:
         if where is None or where[1]:
             continue
         holdout = fsutil.join(where[0], dataset_find.HOLDOUT_DIR)
-        if fsutil.resolve_location(holdout) not in named and dataset_find.is_folder(holdout):
-            named.add(fsutil.resolve_location(holdout))
+        if locations.resolve_location(holdout) not in named and dataset_find.is_folder(holdout):
+            named.add(locations.resolve_location(holdout))
             out.append(holdout)
     return out
 

@@ -52,6 +52,7 @@ import time
 from runtime import cli
 from runtime import errors
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import lock as output_lock
 from runtime.redact import redact, secret_name_pattern
 from runners import config as rconfig
@@ -246,7 +247,7 @@ def stage(cfg: dict, job_jar: str, *, run_id: str) -> Staged:
     """Copy the job jar to ``staging_dir/jobs/{run id}/`` and the runtime to
     ``staging_dir/runtime/`` (skipped when that version is there already)."""
     runtime = runtime_jar(cfg)
-    digest = fsutil.content_hash(runtime).partition(":")[2][:16]
+    digest = file_hashes.content_hash(runtime).partition(":")[2][:16]
     staging = cfg["staging_dir"].rstrip("/")
     runtime_target = fsutil.join(staging, "runtime", f"{RUNTIME_PREFIX}{digest}.jar")
     job_target = fsutil.join(staging, "jobs", run_id, "pipeline.jar")

@@ -60,6 +60,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from dataio import fs as fsutil
+from dataio import locations
 from transforms import hf_auto, hf_resolved, tokenizer_files
 
 HF_KINDS = ("HuggingFaceTokenizer",)
@@ -1710,8 +1711,8 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
         options = {**options, "loader": "transformers"}
     return {
         "kind": spec.kind,
-        "model": fsutil.resolved(spec.model),
-        "files": [{"path": fsutil.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
+        "model": locations.resolved(spec.model),
+        "files": [{"path": locations.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,

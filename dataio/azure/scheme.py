@@ -42,7 +42,7 @@ class AzureScheme:
         return url_like(base, inner)
 
     def location(self, path: str) -> tuple[str, str] | None:
-        """(``azure://ACCOUNT/CONTAINER``, blob path) for :func:`dataio.fs.resolve_location`;
+        """(``azure://ACCOUNT/CONTAINER``, blob path) for :func:`dataio.locations.resolve_location`;
         None for a URL that is not well formed (compared as a plain URL)."""
         try:
             loc = parse(path)

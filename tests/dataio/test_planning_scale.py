@@ -16,6 +16,7 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import readers, sink
 from dataio import discovery
 
@@ -122,10 +123,10 @@ def test_content_hashes_of_many_files_keep_the_order_and_map_unreadable_to_none(
         p.write_bytes(b"x" * i)
         paths.append(str(p))
     paths.append(str(tmp_path / "missing.jsonl"))
-    hashes = fsutil.content_hashes(paths)
+    hashes = file_hashes.content_hashes(paths)
     assert list(hashes) == paths
     assert hashes[paths[-1]] is None
-    assert hashes[paths[3]] == fsutil.content_hash(paths[3])
+    assert hashes[paths[3]] == file_hashes.content_hash(paths[3])
 
 
 def test_files_under_lists_nested_files_relative(tmp_path):
