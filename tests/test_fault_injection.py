@@ -75,7 +75,7 @@ def test_kill_in_a_worker_takes_the_whole_job(setup, tmp_path):
 
 def test_unset_hook_does_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENBEAM_FAULT")}
-    code = ("from dataio import faults\n"
+    code = ("from runtime import faults\n"
             "assert not faults._ACTIVE\n"
             "for p in faults.POINTS: faults.checkpoint(p)\n"
             "print('alive')")
@@ -92,7 +92,7 @@ def test_hook_kills_its_process_group_at_the_nth_arrival(tmp_path):
     code = ("import subprocess, sys, time\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
             "print(child.pid, flush=True)\n"
-            "from dataio import faults\n"
+            "from runtime import faults\n"
             "faults.checkpoint('sink.part_written')\n"
             "print('after 1', flush=True)\n"
             "faults.checkpoint('sink.before_cleanup')\n"
