@@ -100,13 +100,13 @@ def scheme_of(path: str):
         return None
     if not _providers_loaded:
         _load_providers()
-    return next((s for s in _SCHEMES if s.claims(path)), None)
+    return next((s for s in reversed(_SCHEMES) if s.claims(path)), None)  # the latest first
 
 
 def _scheme_of_filesystem(fs):
     if not _providers_loaded:
         _load_providers()
-    return next((s for s in _SCHEMES if s.owns(fs)), None)
+    return next((s for s in reversed(_SCHEMES) if s.owns(fs)), None)
 
 
 def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
