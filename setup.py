@@ -9,7 +9,7 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
-    packages=["dataio", "dataio.azure", "transforms", "transforms.tokenizer", "pipelines",
+    packages=["runtime", "dataio", "dataio.azure", "transforms", "transforms.tokenizer", "pipelines",
               "runners"],
     package_data={"runners": ["*.yaml", "templates/*"]},
     install_requires=[

@@ -7,9 +7,9 @@ Usage::
 
 Each trial runs ``python -m pipelines.tokenize`` on a small generated corpus (4 JSONL files,
 small batches so every shard has several parts) in a fresh output folder, and kills it with
-``dataio.faults``: ``TOKENBEAM_FAULT=POINT:N`` makes the N-th arrival at checkpoint POINT
+``runtime.faults``: ``TOKENBEAM_FAULT=POINT:N`` makes the N-th arrival at checkpoint POINT
 SIGKILL the job's process group (driver and workers together, like a power loss or a SLURM
-kill). The points (``dataio.faults.POINTS``) are where a crash is most likely to leave
+kill). The points (``runtime.faults.POINTS``) are where a crash is most likely to leave
 something half done: while a part or a shard is written, between the ``.bin`` and ``.idx``
 renames, between the renames and the commit record, and between the commit record and the
 cleanup. N is drawn uniformly from the arrivals a clean run makes (counted once with
@@ -43,7 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from dataio import faults, indexed, naming, parts  # noqa: E402
+from runtime import faults  # noqa: E402
+from dataio import indexed, naming, parts
 from dataio.sink import COMMITS_DIR, TEMPORARY_DIR  # noqa: E402
 
 WALL_CLOCK = "wall-clock"

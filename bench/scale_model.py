@@ -365,6 +365,7 @@ def measure_azurite(work: str, local_corpus: str, count: int, tok: str, *,
 def measure_commit(output: str, np, shards: int = 20) -> dict:
     """The sink's finalize step (dataio/sink.py) on ``shards`` one-part shards, each timed."""
     from dataio import indexed, sink
+    from dataio.elements import PartInfo
 
     finalize = sink._FinalizeShardFn(output, "uint16", run_id="bench")
     times = []
@@ -374,7 +375,7 @@ def measure_commit(output: str, np, shards: int = 20) -> dict:
         prefix = f"{sink.temporary_dir(output, 'bench')}/{shard}/part-00000"
         docs = [np.arange(200, dtype=np.uint16) for _ in range(50)]
         indexed.write_documents(prefix, docs, dtype=np.uint16)
-        part = sink.PartInfo(order=(0, 0), prefix=prefix, counts=indexed.Counts(50, 50, 10000))
+        part = PartInfo(order=(0, 0), prefix=prefix, counts=indexed.Counts(50, 50, 10000))
         counts = (indexed.Counts(50, 50, 10000), 40000)  # and the input bytes
         element = (shard, {"planned": ["fp"], "parts": [part], "counts": [counts],
                            "failed": []})

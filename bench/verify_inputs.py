@@ -12,7 +12,7 @@ machine shared with other work):
   first run   fresh output folder: plan, tokenize, commit every shard
   rerun       the same command again: every shard is committed, so the run is planning only
               (the worst case for the hash, which then reads the whole corpus for nothing new)
-  hash only   dataio.fs.content_hashes over the corpus in this process (page cache warm)
+  hash only   dataio.file_hashes.content_hashes over the corpus in this process (page cache warm)
 
 The decision rule (issue 12 item 11): verification is the default when it costs under 5% of the
 first run end to end.
@@ -34,7 +34,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 from throughput import load_texts, make_corpus  # noqa: E402
 
-from dataio import fs as fsutil  # noqa: E402
+from dataio import file_hashes  # noqa: E402
 from pipelines import demo  # noqa: E402
 
 MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
@@ -99,7 +99,7 @@ def main() -> int:
     hash_runs, hash_cpu = [], []
     for _ in range(args.repeats):
         start, cpu_start = time.perf_counter(), time.process_time()  # every thread's CPU
-        fsutil.content_hashes(paths)
+        file_hashes.content_hashes(paths)
         hash_runs.append(time.perf_counter() - start)
         hash_cpu.append(time.process_time() - cpu_start)
     hashing = statistics.median(hash_runs)
@@ -115,7 +115,7 @@ def main() -> int:
             print(f"{row:<10} {label:<5} {plain:>9.2f} {verify:>18.2f} {verify - plain:>+8.2f} "
                   f"{100 * costs[(row, label)]:>+6.1f}%")
     print(f"{'hash only':<10} {'wall':<5} {'-':>9} {hashing:>18.2f}   "
-          f"({nbytes / MB / hashing:.0f} MB/s, {fsutil.CONTENT_HASH}, "
+          f"({nbytes / MB / hashing:.0f} MB/s, {file_hashes.CONTENT_HASH}, "
           f"{min(8, len(paths), max(2, os.cpu_count() or 1))} threads)")
     print(f"{'hash only':<10} {'cpu':<5} {'-':>9} {statistics.median(hash_cpu):>18.2f}")
     wall, cpu = costs[("first run", "wall")], costs[("first run", "cpu")]

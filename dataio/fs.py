@@ -5,15 +5,18 @@ Local paths go through the OS directly (memory maps, atomic ``os.replace``); any
 once per process with :func:`set_storage_options` (on Beam workers: in ``DoFn.setup``), so they
 are never part of a pickled transform or a logged URL.
 
-Azure URLs (``abfs://``, ``abfss://``, ``az://``, ``https://ACCOUNT.blob.core.windows.net/...``,
-Azurite's path-style ``http://HOST:PORT/devstoreaccount1/...``) are resolved by
-:mod:`dataio.azure`: one filesystem per account and credential, path ``container/blob``.
+Schemes that need more than fsspec gives (credentials per account, URL forms fsspec does not
+parse, a commit that is not ``fs.mv``) register a handler with :func:`register_scheme` when their
+package is imported; fs holds none of their code. Azure (``abfs://``, ``abfss://``, ``az://``,
+``https://ACCOUNT.blob.core.windows.net/...``, Azurite's path-style URLs) is one:
+dataio/azure/scheme.py, one filesystem per account and credential, path ``container/blob``.
 
 Storage primitives for commit protocols (same behaviour on local disk and object stores):
 :func:`replace` (atomic rename locally and on ADLS Gen2; copy-then-delete on flat blob
 containers, the target complete whenever it exists), :func:`write_bytes_atomic` (a small file
 appears whole or not at all), :func:`info` (size, etag, mtime), :func:`list_files`,
-:func:`remove` and :func:`remove_temporaries`.
+:func:`remove` and :func:`remove_temporaries`. Where a path points (is an output one of the
+inputs?) is dataio/locations.py; a file's content hash, dataio/file_hashes.py.
 
 Links: nothing tokenbeam writes on local disk goes through a symbolic link planted where the
 file goes (which would overwrite a file elsewhere, e.g. another user's): new files are created
@@ -32,7 +35,7 @@ a read that blocks or never ends.
 from __future__ import annotations
 
 import errno
-import hashlib
+import importlib
 import mmap
 import os
 import stat
@@ -40,12 +43,11 @@ import sys
 import tempfile
 import threading
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from dataio import errors
+from runtime import errors
 
 _STORAGE_OPTIONS: dict[str, dict[str, Any]] = {}
 _LOCAL = LocalFileSystem()
@@ -64,21 +66,56 @@ def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
 
-def _azure(path: str):
-    """dataio.azure when ``path`` is an Azure URL (imported only then: adlfs is an extra)."""
+# -- schemes beyond fsspec's own ----------------------------------------------------------------
+# A handler has: claims(path), owns(fs), filesystem_and_path(path), replace(fs, source, target),
+# without_credentials(url), url_like(base, inner), location(path) -> (root, path) | None, and the
+# flags trusted_listing (listing details are what info() says) and writes_whole (one write is
+# all-or-nothing). The providers are imported on the first URL, by name, as fsspec's own
+# registry names adlfs: an optional extra does not load with every local path, and fs imports
+# no provider module (each imports fs to register itself).
+SCHEME_PROVIDERS = ("dataio.azure",)
+_SCHEMES: list = []
+_providers_lock = threading.RLock()  # a provider importing fs functions re-enters
+_providers_loaded = False
+
+
+def register_scheme(handler) -> None:
+    """Called by a scheme's package when it is imported; a second registration replaces the
+    first of the same ``name``."""
+    _SCHEMES[:] = [s for s in _SCHEMES if s.name != handler.name] + [handler]
+
+
+def _load_providers() -> None:
+    global _providers_loaded
+    with _providers_lock:
+        if not _providers_loaded:
+            for name in SCHEME_PROVIDERS:
+                importlib.import_module(name)
+            _providers_loaded = True
+
+
+def scheme_of(path: str):
+    """The registered handler of URL ``path``; None for local paths and plain fsspec URLs."""
     if "://" not in path or path.startswith("file://"):
         return None
-    from dataio import azure
-    return azure if azure.is_azure_url(path) else None
+    if not _providers_loaded:
+        _load_providers()
+    return next((s for s in reversed(_SCHEMES) if s.claims(path)), None)  # the latest first
+
+
+def _scheme_of_filesystem(fs):
+    if not _providers_loaded:
+        _load_providers()
+    return next((s for s in reversed(_SCHEMES) if s.owns(fs)), None)
 
 
 def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem of ``path`` and the path as that filesystem names it."""
     if is_local(path):
         return _LOCAL, os.path.abspath(path.removeprefix("file://"))
-    azure = _azure(path)
-    if azure is not None:
-        return azure.filesystem_and_path(path)
+    scheme = scheme_of(path)
+    if scheme is not None:
+        return scheme.filesystem_and_path(path)
     protocol = path.split("://", 1)[0]
     fs, inner = fsspec.core.url_to_fs(path, **storage_options(protocol))
     return fs, inner
@@ -176,9 +213,9 @@ def replace(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
             # again from the part its first commit hard-linked): the target is right already
             os.unlink(source)
         return
-    if type(fs).__name__ == "AzureBlobFileSystem":
-        from dataio import azure
-        azure.replace(fs, source, target)
+    scheme = _scheme_of_filesystem(fs)
+    if scheme is not None:
+        scheme.replace(fs, source, target)
         return
     fs.mv(source, target)
 
@@ -199,11 +236,11 @@ def map_or_read(path: str):
 def join(base: str, *parts: str) -> str:
     if is_local(base):
         return os.path.join(base, *parts)
-    azure = _azure(base) if "?" in base else None
-    if azure is not None:
-        # A SAS in the query is remembered for its container and dropped from the URL, so
-        # joined paths never carry it (nor break when a suffix like ".bin" is appended).
-        base = azure.absorb_sas(base)
+    scheme = scheme_of(base) if "?" in base else None
+    if scheme is not None:
+        # A credential in the query (a SAS) is remembered and dropped from the URL, so joined
+        # paths never carry it (nor break when a suffix like ".bin" is appended).
+        base = scheme.without_credentials(base)
     return "/".join([base.rstrip("/"), *parts])
 
 
@@ -212,9 +249,9 @@ def glob(pattern: str) -> list[str]:
     fs, inner = filesystem_and_path(pattern)
     if is_local(pattern):
         return sorted(fs.glob(inner))
-    azure = _azure(pattern)
-    if azure is not None:
-        return sorted(azure.url_like(pattern, p) for p in fs.glob(inner))
+    scheme = scheme_of(pattern)
+    if scheme is not None:
+        return sorted(scheme.url_like(pattern, p) for p in fs.glob(inner))
     protocol = pattern.split("://", 1)[0]
     return sorted(f"{protocol}://{p}" for p in fs.glob(inner))
 
@@ -230,7 +267,8 @@ def glob_details(pattern: str) -> dict[str, dict[str, Any]]:
     filesystems do not promise the same fields (the in-memory one gives ``created`` as a number
     in listings and as a datetime from ``info``, which would change resume keys)."""
     fs, inner = filesystem_and_path(pattern)
-    if _azure(pattern) is None:
+    scheme = scheme_of(pattern)
+    if scheme is None or not scheme.trusted_listing:
         return {p: {} for p in glob(pattern)}
     found = fs.glob(inner, detail=True)
     return {url_of(pattern, p): dict(found[p]) for p in sorted(found)}
@@ -246,7 +284,8 @@ def find_details(folder: str) -> dict[str, dict[str, Any]]:
         found = fs.find(inner, withdirs=True, detail=True)
     except FileNotFoundError:
         return {}
-    trusted = _azure(folder) is not None
+    scheme = scheme_of(folder)
+    trusted = scheme is not None and scheme.trusted_listing
     return {url_of(folder, p): dict(found[p]) if trusted else {"type": found[p].get("type")}
             for p in sorted(found)}
 
@@ -270,9 +309,9 @@ def url_of(base: str, inner: str) -> str:
     (e.g. an entry of ``fs.ls``/``fs.find``)."""
     if is_local(base):
         return inner
-    azure = _azure(base)
-    if azure is not None:
-        return azure.url_like(base, inner)
+    scheme = scheme_of(base)
+    if scheme is not None:
+        return scheme.url_like(base, inner)
     return f"{base.split('://', 1)[0]}://{inner}"
 
 
@@ -395,7 +434,8 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
             raise
         return
     fs, inner = filesystem_and_path(path)
-    if _azure(path) is not None:
+    scheme = scheme_of(path)
+    if scheme is not None and scheme.writes_whole:
         fs.pipe_file(inner, bytes(data))
         return
     makedirs(fs, os.path.dirname(inner))
@@ -473,108 +513,6 @@ def list_names(path: str) -> list[str]:
     return sorted(os.path.basename(p.rstrip("/")) for p in fs.ls(inner, detail=False))
 
 
-# -- where a path points: one answer for "is this output one of the inputs?" --------------------
-
-
-class SameLocationError(ValueError):
-    """A command would write over one of its own inputs (the same file spelled differently).
-    A bad command line: exit status 2."""
-
-    exit_status = 2
-
-
-def resolve_location(path: str) -> str:
-    """One spelling per place on storage, for comparing paths (never for opening them).
-
-    Local paths (and ``file://``): the real path, so ``.``, ``..``, ``//`` and symlinks (to the
-    file or to any folder above it) are resolved; a missing tail stays as spelled, normalised.
-    Azure URLs: ``azure://ACCOUNT/CONTAINER/BLOB`` whatever the form (abfs/abfss/az/https/
-    path-style; the account filled in from the configuration when the URL names none), the blob
-    path with ``.``/``..``/``//`` collapsed and the query (a SAS) dropped. Other URLs: the scheme
-    (and an http host) lower-cased, the path collapsed the same way, query and fragment dropped.
-    """
-    if is_local(path):
-        return os.path.realpath(path.removeprefix("file://"))
-    loc, azure = None, _azure(path)
-    if azure is not None:
-        try:
-            loc = azure.parse(path)
-        except ValueError:  # not a well-formed Azure URL: compared as a plain URL below
-            loc = None
-        if loc is not None and loc.account is None:
-            try:
-                loc = azure.with_account(loc)  # the default account, from flags/environment
-            except ValueError:
-                pass  # none configured: the same (unknown) account for every such URL
-    if loc is not None:
-        blob = _collapse(loc.blob)
-        return f"azure://{(loc.account or '').lower()}/{loc.container}/{blob}".rstrip("/")
-    parts = urlsplit(path)
-    scheme = parts.scheme.lower()
-    # Host names are case-insensitive; other "hosts" (s3 buckets, memory://) are kept as spelled.
-    host = parts.netloc.lower() if scheme in ("http", "https") else parts.netloc
-    return f"{scheme}://{host}/{_collapse(parts.path)}".rstrip("/")
-
-
-def _collapse(path: str) -> str:
-    """``a//b/./c/../d`` -> ``a/b/d`` (no leading slash; ``..`` above the root is dropped, as
-    HTTP clients and object stores do)."""
-    kept: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if kept:
-                kept.pop()
-            continue
-        kept.append(part)
-    return "/".join(kept)
-
-
-def same_location(a: str, b: str) -> bool:
-    """True when ``a`` and ``b`` name the same file however they are spelled (see
-    :func:`resolve_location`); local files that both exist are also compared by device and
-    inode, which catches hard links and case-insensitive file systems."""
-    if resolve_location(a) == resolve_location(b):
-        return True
-    return _file_id(a) is not None and _file_id(a) == _file_id(b)
-
-
-def _file_id(path: str) -> tuple[int, int] | None:
-    if not is_local(path):
-        return None
-    try:
-        st = os.stat(path.removeprefix("file://"))
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def refuse_same_location(outputs: list[str], inputs: list[str], *, flag: str) -> None:
-    """Raise :class:`SameLocationError`, naming both paths and the fix, when a file the command
-    is about to write (``outputs``) is one it reads (``inputs``) under any spelling (the test of
-    :func:`same_location`; each path resolved once, so thousands of inputs cost little)."""
-    by_place = {resolve_location(o): o for o in outputs}
-    by_id = {i: o for o in outputs if (i := _file_id(o)) is not None}
-    for source in inputs:
-        output = by_place.get(resolve_location(source))
-        if output is None and by_id:
-            output = by_id.get(_file_id(source))
-        if output is not None:
-            spelled = "" if output == source else f" (as {output})"
-            raise SameLocationError(
-                f"{flag} would write over the input {source}{spelled}: it is the same file, so "
-                f"the input would be destroyed; choose another {flag}")
-
-
-def resolved(path: str | None, folder: str | None = None) -> str | None:
-    """``path`` as it names the same file from any folder: a relative local path joined to
-    ``folder`` (default: the current one) and normalised; ``file://`` and other URLs unchanged."""
-    if not path or not is_local(path) or path.startswith("file://"):
-        return path
-    return os.path.normpath(os.path.join(folder or os.getcwd(), path))
-
-
 def cache_dir() -> str:
     """tokenbeam's per-user cache folder: ``$XDG_CACHE_HOME/tokenbeam`` (else
     ``~/.cache/tokenbeam``). What is kept there only saves work: any of it may be deleted."""
@@ -589,54 +527,3 @@ def write_cache_file(path: str, data: bytes) -> None:
         write_bytes_atomic(path, data)
     except OSError:
         pass
-
-
-# -- content hash: resume notices a change that keeps size and mtime ----------------------------
-
-CONTENT_HASH = "sha256"  # hashlib's fastest here (SHA-NI); xxhash/blake3 are not dependencies
-_HASH_CHUNK = 8 << 20
-
-
-def content_hash(path: str) -> str:
-    """``sha256:HEX`` of the file's bytes (as stored, compressed or not), read in 8 MiB chunks
-    so memory stays flat; local paths are read directly, URLs through :func:`open_file`."""
-    digest = hashlib.new(CONTENT_HASH)
-    opener = (open(path.removeprefix("file://"), "rb", buffering=0) if is_local(path)
-              else open_file(path, "rb"))
-    with opener as f:
-        while chunk := f.read(_HASH_CHUNK):
-            digest.update(chunk)  # releases the GIL: files hashed in threads run in parallel
-    return f"{CONTENT_HASH}:{digest.hexdigest()}"
-
-
-def content_hashes(paths: list[str]) -> dict[str, str | None]:
-    """:func:`content_hash` of each path, several files at a time (reading and hashing release
-    the GIL, so threads use every core and overlap remote reads). A file that cannot be read maps
-    to ``None``: hashing is no place to fail it; its reader fails its shards with the reason."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(path: str) -> str | None:
-        try:
-            return content_hash(path)
-        except OSError:
-            return None
-
-    if not paths:
-        return {}
-    # Each thread takes the next path when it is done (not one future per path: 10,000 small
-    # inputs cost more in futures than in hashing).
-    todo, lock, hashes = iter(paths), threading.Lock(), {}
-
-    def work() -> None:
-        while True:
-            with lock:
-                path = next(todo, None)
-            if path is None:
-                return
-            hashes[path] = one(path)
-
-    threads = min(8, len(paths), max(2, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        for done in [pool.submit(work) for _ in range(threads)]:
-            done.result()
-    return {p: hashes[p] for p in paths}

@@ -62,7 +62,7 @@ from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
 
-from dataio import errors, faults
+from runtime import errors, faults
 from dataio import fs as fsutil
 from dataio import naming
 

@@ -26,6 +26,7 @@ import stat
 import time
 
 from dataio import fs as fsutil
+from dataio import file_hashes
 
 RACY_NS = 2_000_000_000  # a file changed this close to its hashing is hashed again next run
 MAX_ENTRIES = 50_000  # the least recently hashed files are forgotten beyond this
@@ -66,7 +67,7 @@ def _save(files: dict[str, list]) -> None:
 
 def content_hashes(paths: list[str], *,
                    stamps: dict[str, str] | None = None) -> dict[str, str | None]:
-    """:func:`dataio.fs.content_hashes` of local ``paths``, reusing remembered hashes of files
+    """:func:`dataio.file_hashes.content_hashes` of local ``paths``, reusing remembered hashes of files
     whose identity has not changed; a file that cannot be read, or is not a regular file (a
     FIFO, a device: never opened), maps to ``None``. ``stamps``, when given, receives each
     hashed path's :func:`stamp` as stat-ed before hashing: a reader that finds the file with
@@ -96,7 +97,7 @@ def content_hashes(paths: list[str], *,
         else:
             todo[path] = (local, identity, stat_time)
     if todo:
-        hashed = fsutil.content_hashes(list(todo))
+        hashed = file_hashes.content_hashes(list(todo))
         for path, digest in hashed.items():
             known[path] = digest
             local, identity, stat_time = todo[path]

@@ -24,7 +24,7 @@ Protocol (the same on local disk and object stores):
    d. the manifest is written *complete*: the shards with their sizes, nothing else (the same
       bytes on every run).
 
-   Readers (:func:`refusal`, called by ``dataio.readers.find_inputs``, the one way every job
+   Readers (:func:`refusal`, called by ``dataio.discovery.find_inputs``, the one way every job
    finds its inputs) refuse a folder whose manifest is unfinished, a listed shard whose size
    differs, and, when the folder is read whole, a listed shard that is missing. A kill anywhere
    in a-d leaves the manifest unfinished; the next reshard run into that folder settles it
@@ -55,8 +55,10 @@ import re
 import uuid
 from typing import Iterable, Sequence
 
-from dataio import errors, faults, naming
+from runtime import errors, faults
+from dataio import naming
 from dataio import fs as fsutil
+from dataio import locations
 from dataio.lock import LOCK_NAME
 
 EXTENSIONS = {"none": ".jsonl", "gzip": ".jsonl.gz", "zstd": ".jsonl.zst"}
@@ -268,7 +270,7 @@ def _of_earlier_version(output: str, entry):
     if temporary.count("/") < 2 or is_temporary_dir(temporary.partition("/")[0]):
         return entry
     relative = "/".join(temporary.rsplit("/", 2)[-2:])
-    if is_temporary_dir(_folder(relative)) and fsutil.same_location(
+    if is_temporary_dir(_folder(relative)) and locations.same_location(
             _folder(_folder(temporary)), output):
         return [relative, entry[1]]
     return entry

@@ -63,7 +63,7 @@ import sys
 import time
 import uuid
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
 
 LOCK_NAME = "_lock"
@@ -343,7 +343,7 @@ class OutputLock:
         try:
             self.release()
         except Exception as failed:  # noqa: BLE001
-            from dataio import log
+            from runtime import log
 
             log.get("lock").warning(
                 "could not release the lock %s (%s); it frees itself within a minute",

@@ -18,6 +18,7 @@ import os
 
 from dataio import fs as fsutil
 from dataio import indexed, naming
+from dataio.elements import ShardResult
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 
@@ -25,28 +26,6 @@ COMMITS_DIR = "_commits"
 FAILURES_DIR = "_failures"
 ERRORS_DIR = "_errors"
 METADATA_FILE = "metadata.json"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PartInfo:
-    """A part the sink wrote: where it is and where it goes in its shard."""
-
-    order: tuple[int, int]  # (work item, batch): the part's place in input order
-    prefix: str
-    counts: Counts
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardResult:
-    """What became of a shard this run had to write: committed as ``name`` with ``counts``
-    from ``input_bytes`` of input, or ``failed`` with the reason."""
-
-    shard: str
-    name: str | None
-    counts: Counts
-    _: dataclasses.KW_ONLY
-    input_bytes: int = 0
-    failed: str | None = None
 
 
 def temporary_dir(output: str, run_id: str = "") -> str:

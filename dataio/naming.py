@@ -14,14 +14,15 @@ reshard's templates) goes through :func:`refuse_control_characters`.
 
 Whatever tokenbeam prints (its log lines, ``error:`` lines, listings) shows a name through
 :func:`printable`, so that no file or folder name can end a line early, forge one, or send a
-terminal escape: ``dataio/log.py`` and ``dataio/errors.py`` apply it to every message.
+terminal escape: ``runtime/log.py`` and ``runtime/errors.py`` apply it to every message.
 """
 
 from __future__ import annotations
 
 import re
 
-from dataio import errors
+from runtime import errors
+from runtime.text import printable
 
 _COUNTS = re.compile(r"_dc=(\d+)_sc=(\d+)_tc=(\d+)$")
 LEVELS = ("document", "sentence")
@@ -33,19 +34,10 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # A file name's bytes that are not UTF-8, as Python decodes them (surrogateescape: U+DC80-U+DCFF);
 # such text cannot be written as UTF-8 (a terminal, a JSON file, a Beam coder).
 _NOT_UTF8 = re.compile(r"[\ud800-\udfff]")
-_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 class UnsafeNameError(errors.ConfigError):
     """An input whose name would put a control character into a shard name (exit status 2)."""
-
-
-def printable(text: str) -> str:
-    """``text`` with each control character written as its escape (``\\n``, ``\\x1b``,
-    ``\\u2028``), and each byte of a name that is not UTF-8 as ``\\udcXX``: for messages and
-    comments, which a raw newline would end (and a terminal would obey an escape of)."""
-    return _UNPRINTABLE.sub(
-        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
 
 
 def refuse_control_characters(name: str, *, where: str) -> str:

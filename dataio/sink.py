@@ -23,7 +23,7 @@ Protocol (the same on local disk and object stores):
    parts once all its shards are committed: pipelines/tokenize.py ``finish``). A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
-   has ended commits nothing more (dataio/workers.py); on Azure, neither does one whose run
+   has ended commits nothing more (runtime/workers.py); on Azure, neither does one whose run
    lost the output's lease to another run: each record written and each stale file removed is
    preceded by a renewal of the lease (dataio/lock.py OutputGuard).
 5. A shard whose input failed gets ``{output}/_failures/{shard}.json`` instead and no files;
@@ -51,18 +51,20 @@ from typing import Iterable
 import apache_beam as beam
 import numpy as np
 
-from dataio import faults
+from runtime import faults
 from dataio import fs as fsutil
-from dataio import indexed, naming, parts, workers
+from dataio.storage_fn import StorageDoFn
+from dataio import indexed, naming, parts
+from runtime import workers
 from dataio.indexed import Counts
 from dataio.lock import TEMPORARY_DIR
 from dataio.readers import PARQUET_SUFFIXES
 # The records, Beam-free for the planner (dataio/manifest.py), are the sink's public names too
 # (bench/fault_injection.py and the tests use them here).
-from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, PartInfo, ShardResult,
-                             commit_record_path, encode_result, errors_path,
-                             failure_record_path, is_committed, read_commit_record,
-                             temporary_dir)
+from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, commit_record_path,
+                             encode_result, errors_path, failure_record_path, is_committed,
+                             read_commit_record, temporary_dir)
+from dataio.elements import PartInfo, ShardResult
 
 __all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalliesFn",
            "too_many_bad", "METRICS", "ShardResult", "PartInfo",
@@ -266,7 +268,7 @@ class _Committer:
                 fsutil.remove(fsutil.join(folder, entry))
 
 
-class _WritePartFn(beam.DoFn):
+class _WritePartFn(StorageDoFn):
     """TokenBatch -> a part; an item's mark (dataio/parts.py ItemMark) -> its item record, or
     (reused) its kept parts handed on; a stem of one item is then committed at once."""
 
@@ -280,8 +282,7 @@ class _WritePartFn(beam.DoFn):
                                      counted_names=counted_names)
 
     def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
+        super().setup()
         self._done_keys: dict[str, set[str]] = {}  # stem folder -> its items known done
         self.start_bundle()
 
@@ -423,7 +424,7 @@ class _WritePartFn(beam.DoFn):
         return True
 
 
-class _FinalizeShardFn(beam.DoFn):
+class _FinalizeShardFn(StorageDoFn):
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
                  max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
                  counted_names: bool = True):
@@ -432,10 +433,6 @@ class _FinalizeShardFn(beam.DoFn):
         self._max_bad_fraction = max_bad_fraction
         self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale,
                                      counted_names=counted_names)
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, element):
         shard, grouped = element
@@ -539,14 +536,10 @@ class WriteShards(beam.PTransform):
                              stale=self._stale, counted_names=self._counted_names))
 
 
-class _WriteErrorsFn(beam.DoFn):
+class _WriteErrorsFn(StorageDoFn):
     def __init__(self, output: str, storage=None, guard=None):
         self._output, self._storage = output, storage
         self._guard = guard  # dataio.lock.OutputGuard: written only while the output is ours
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, element):
         stem, reports = element

@@ -6,7 +6,7 @@ through adlfs (the dataio.azure package), never through Beam's FileSystems, yet 
 apache_beam`` loads that module, and with it the Azure SDK and azure-identity, whenever they are installed:
 0.37 of Beam's 1.0 s import on the 2-core machine. A ``None`` in ``sys.modules`` makes that import
 raise ModuleNotFoundError, which Beam's filesystems module expects for a filesystem whose
-packages are absent. Local workers do the same (dataio/worker_main.py).
+packages are absent. Local workers do the same (runners/worker_main.py).
 """
 
 import sys
@@ -19,6 +19,6 @@ sys.modules.setdefault(BEAM_AZURE_FILESYSTEM, None)
 # pipelines.X`` imports this package, sys.argv[0] is "-m" (see the docs of ``python -m``); a
 # console script's argv[0] is its own name. Library use (tests, notebooks) is left alone.
 if sys.argv and (sys.argv[0] == "-m" or sys.argv[0].rsplit("/", 1)[-1].startswith("tokenbeam-")):
-    from dataio import log as _log
+    from runtime import log as _log
 
     _log.setup(_log.level_from_argv(sys.argv[1:]))

@@ -4,7 +4,7 @@ What it shows: the per-dataset table (documents, sequences, tokens, tokens per i
 input's bad records, a small length histogram each), the shards not committed (failed, with the
 reason from ``_failures/``), the document-length histogram of them all,
 the tokenizer, versions and options ``metadata.json`` recorded (secrets redacted again:
-dataio/redact.py), and the bad records' reasons and first examples from ``_errors/``.
+runtime/redact.py), and the bad records' reasons and first examples from ``_errors/``.
 
 The page opens offline and cannot be turned against its reader (DESIGN.md rule 16):
 
@@ -32,7 +32,7 @@ import re
 import numpy as np
 
 from dataio import fs as fsutil
-from dataio import redact
+from runtime import redact
 from dataio.manifest import ERRORS_DIR, failure_record_path
 from dataio.naming import printable
 

@@ -30,9 +30,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
 from dataio import readers
+from dataio import sampling
+from dataio.elements import WorkItem
 
 SAMPLE_FILES = 4  # files sampled per format; the others get the sampled files' rate
 STORED_SAMPLE = 4 << 20  # a compressed file's stored bytes streamed for its ratio
@@ -120,13 +122,13 @@ def _jsonl_sample(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
         window = max(1, TEXT_SAMPLE // WINDOWS)
         starts = sorted({int(i * max(f.size - window, 0) / max(WINDOWS - 1, 1))
                          for i in range(WINDOWS)}) if f.size > TEXT_SAMPLE else [0]
-        items = [readers.WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=s,
+        items = [WorkItem(path=f.path, stem=f.stem, format=f.format, index=0, start=s,
                                   end=s + window if f.size > TEXT_SAMPLE else None)
                  for s in starts]
         what = ("whole" if f.size <= TEXT_SAMPLE
                 else f"{len(items)} windows of {window / 2**20:.2f} MiB")
     else:
-        items = [readers.sample_item(f, head=TEXT_SAMPLE)]
+        items = [sampling.sample_item(f, head=TEXT_SAMPLE)]
         what = f"first {TEXT_SAMPLE / 2**20:.2f} MiB decompressed"
     for item in items:
         # a batch of CHUNK_DOCS documents is a chunk; its bytes: its lines' in the file
@@ -139,7 +141,7 @@ def _jsonl_sample(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
 
 def _ratio(f: readers.InputFile) -> tuple[float, float, str]:
     """(decompressed bytes per stored byte, its relative standard error, what was read)."""
-    points = readers.decompressed_sizes(f.path, f.format, stored=STORED_SAMPLE,
+    points = sampling.decompressed_sizes(f.path, f.format, stored=STORED_SAMPLE,
                                         step=max(STORED_SAMPLE // 16, 1))
     if not points or not points[-1][0]:
         return 0.0, 1.0, "nothing could be decompressed"
@@ -168,7 +170,7 @@ def _parquet(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[Estim
         present = [k for k in keys if k in pf.schema_arrow.names]
         groups = range(meta.num_row_groups)
         sizes = [readers.row_group_bytes(pf, [g], present) for g in groups]
-        small = [g for g in groups if sizes[g] <= readers.PARQUET_SAMPLE_BYTES]
+        small = [g for g in groups if sizes[g] <= sampling.PARQUET_SAMPLE_BYTES]
         picked = sorted({small[round(i * (len(small) - 1) / max(ROW_GROUPS - 1, 1))]
                          for i in range(min(ROW_GROUPS, len(small)))}) if small else []
         text = {}  # sampled group -> its text bytes (UTF-8)
@@ -289,7 +291,7 @@ def chosen(files: list[readers.InputFile]) -> set[str]:
 def bad_records(input_file: readers.InputFile, keys) -> str:
     """What the first records of the file say of its bad records ("" when none): a --json-keys
     key they lack fails the run's shards. Raises readers.CorruptFileError."""
-    item = readers.sample_item(input_file)  # bounded in bytes (readers.SAMPLE_BYTES)
+    item = sampling.sample_item(input_file)  # bounded in bytes (sampling.SAMPLE_BYTES)
     n_docs = 0
     bad: list = []  # the sample's bad records (BadRecordReport)
     for out in _documents().read_documents(item, keys, max_docs=256):

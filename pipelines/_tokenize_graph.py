@@ -16,10 +16,15 @@ import apache_beam as beam
 from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
-from dataio import errors, log, manifest, parts, readers, sink
+from runtime import errors, log
+from dataio import manifest, parts, readers, sink
+from dataio.storage_fn import StorageDoFn
+from dataio.elements import ShardResult
 from pipelines import _tokenize_plan as planner
 from pipelines import options as opts
 from transforms import documents as docs
+from transforms.read import ReadDocuments
+from dataio.elements import DocumentBatch
 from transforms.tokenize import TokenizeDocuments
 
 errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
@@ -49,7 +54,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     planned_items = [dataclasses.replace(i, keep=plans.get(i.stem)) for i in planned_items]
     items = (pipeline | "PlanItems" >> _Create(planned_items)
              | "Distribute" >> beam.Reshuffle())
-    read = items | "ReadDocuments" >> docs.ReadDocuments(
+    read = items | "ReadDocuments" >> ReadDocuments(
         job.config.keys, id_key=job.config.id_key, on_bad_record=io.on_bad_record,
         max_docs=io.batch_documents, max_bytes=io.batch_bytes, storage=storage,
         output=job.output)
@@ -89,7 +94,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     return results
 
 
-def _read_tally(batch: docs.DocumentBatch):
+def _read_tally(batch: DocumentBatch):
     """(stem, RecordTally) of a batch's documents (or of the documents a reused item read)."""
     records = len(batch) if batch.mark is None else batch.mark.replayed_records
     return batch.stem, sink.RecordTally(records=records, stem=batch.stem, file=batch.path)
@@ -137,7 +142,7 @@ def figures(result) -> dict[str, int] | None:
     return values or None
 
 
-def shard_results(result) -> dict[str, manifest.ShardResult] | None:
+def shard_results(result) -> dict[str, ShardResult] | None:
     """shard -> ShardResult as the sink reported them (dataio/sink.py SHARD_RESULTS), from a
     finished pipeline's result; None when the runner reports none."""
     try:
@@ -151,13 +156,9 @@ def shard_results(result) -> dict[str, manifest.ShardResult] | None:
     return {r.shard: r for r in found}
 
 
-class _FinishFn(beam.DoFn):
+class _FinishFn(StorageDoFn):
     def __init__(self, job: planner.Job, argv, *, started: str, storage=None):
         self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
-
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
 
     def process(self, _count, errors_written):
         from pipelines import tokenize

@@ -25,11 +25,16 @@ import sys
 
 import numpy as np
 
-from dataio import errors
+from runtime import errors
 from dataio import fs as fsutil
-from dataio import azure, indexed, input_hashes, log, manifest, naming, parts, readers
-from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
-from dataio.redact import redact as _redact
+from dataio import file_hashes
+from dataio import azure, indexed, input_hashes, manifest, naming, parts, readers
+from dataio import sampling
+from dataio import discovery
+from runtime import log
+from dataio.elements import WorkItem
+from dataio.dataset_find import HOLDOUT_DIR  # where holdout shards go, and where readers find them
+from runtime.redact import redact as _redact
 from pipelines import _tokenize_estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
@@ -105,7 +110,7 @@ class Job:
         """(stem, json key, holdout?) -> shard, for the shards this run writes."""
         return {(s.stem, s.key, s.holdout): s.shard for s in self.to_process}
 
-    def items(self) -> list[readers.WorkItem]:
+    def items(self) -> list[WorkItem]:
         """The work items of the shards to write, cut once (a Parquet file's are planned from
         its footer: read once per run, not once per caller)."""
         if self._items is None:
@@ -115,7 +120,7 @@ class Job:
                 files, split_bytes=opts.flags(self.options).split_bytes, stamps=self.stamps)
         return list(self._items)
 
-    def stem_plans(self, items: list[readers.WorkItem] | None = None,
+    def stem_plans(self, items: list[WorkItem] | None = None,
                    done: dict[str, set[str]] | None = None) -> dict[str, parts.StemPlan]:
         """stem -> where its items' parts are kept (dataio/parts.py) and what its shards are;
         ``items``: of :meth:`items` (counted per stem); ``done``: the item records an earlier
@@ -176,7 +181,7 @@ def _content_hashes(files: list[readers.InputFile], *,
     # a rerun that skips every shard reads no input.
     remembered = input_hashes.content_hashes([p for p in local if fsutil.is_local(p)],
                                              stamps=stamps)
-    return {**remembered, **fsutil.content_hashes([p for p in local if not fsutil.is_local(p)])}
+    return {**remembered, **file_hashes.content_hashes([p for p in local if not fsutil.is_local(p)])}
 
 
 def preflight(options) -> None:
@@ -188,7 +193,7 @@ def preflight(options) -> None:
     check_segmentation(flags)
     check_tokenizer_files(flags.tokenizer_spec())
     if getattr(flags, "output_name", None):  # one input: refused before the output is made
-        the_one_input(readers.discover(flags.input, leave_out=flags.tokenizer_spec().files()),
+        the_one_input(discovery.discover(flags.input, leave_out=flags.tokenizer_spec().files()),
                       flags)
     check_output(flags.output, probe=not flags.plan_only)
 
@@ -292,7 +297,7 @@ def plan(options, *, checked: bool = False) -> Job:
 
     def committed_stem(f: readers.InputFile) -> str | None:
         """The stem ``f``'s shards are committed under, when that is its own name (planned
-        before an input of the same name elsewhere was added): see readers.shard_stems."""
+        before an input of the same name elsewhere was added): see discovery.shard_stems."""
         names = _names_of(dataclasses.replace(f, shard_stem=""), keys, level, holdout=False)
         if f"{names[0]}.json" not in records:
             return None
@@ -302,7 +307,7 @@ def plan(options, *, checked: bool = False) -> Job:
 
     # Of several names of one file, the one whose shards are committed is kept: a name added
     # later (a link beside a file already tokenized) must not write the same data again.
-    files = readers.discover(io.input, leave_out=spec.files(), prefer=has_records,
+    files = discovery.discover(io.input, leave_out=spec.files(), prefer=has_records,
                              layout=getattr(io, "output_layout", "flat"),
                              kept=committed_stem if records else None)
     named = getattr(io, "output_name", None)
@@ -436,11 +441,11 @@ def committed_aliases(output: str, records: set[str], files: list[readers.InputF
             continue  # older records keep no resume key
         if given[0] not in seen and fsutil.is_local(given[0]):
             seen.add(given[0])
-            by_file.setdefault(readers.file_key(given[0]), (given[0], shard))
+            by_file.setdefault(discovery.file_key(given[0]), (given[0], shard))
     stems = {f.stem for f in files}
     replaced: dict[str, readers.InputFile] = {}  # path -> planned as
     for f in new:
-        path, shard = by_file.get(readers.file_key(f.path), (f.path, ""))
+        path, shard = by_file.get(discovery.file_key(f.path), (f.path, ""))
         # named as its committed shards are (by its folders too, where it was: shard_stems)
         stem = next((shard.removeprefix(f"{HOLDOUT_DIR}/")[:-len(end)] for end in suffixes
                      if shard.endswith(end)), "")
@@ -544,7 +549,7 @@ def sample_texts(files, keys, *, per_file: int = 200, max_files: int = 4) -> lis
     texts: list[str] = []
     for f in files[:max_files]:
         # bounded in bytes: a first line that unpacks to gigabytes is not read whole
-        item = readers.sample_item(f, head=None if f.format == "parquet" else 256 << 10)
+        item = sampling.sample_item(f, head=None if f.format == "parquet" else 256 << 10)
         taken = 0
         try:
             for out in _documents().read_documents(item, keys, max_docs=64):
@@ -608,7 +613,7 @@ def print_plan(job: Job, out=None) -> None:
           file=out)
 
 
-def reused_items(items: list[readers.WorkItem], plans: dict[str, parts.StemPlan]) -> int:
+def reused_items(items: list[WorkItem], plans: dict[str, parts.StemPlan]) -> int:
     """How many of ``items`` an earlier run finished (their parts are kept: dataio/parts.py)."""
     return sum(1 for i in items if i.stem in plans and parts.item_key(
         i.index, i.start, i.end, i.row_groups) in plans[i.stem].done)

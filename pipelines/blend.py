@@ -22,9 +22,11 @@ import json
 import re
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset_find
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import naming
 from transforms import blend as blendlib
 
@@ -68,7 +70,7 @@ def shard_paths(*, signature: str | None, inputs: list[str] | None) -> list[str]
             raise UsageError(f"--signature {signature}: expected a JSON list of shard names, as "
                              "written by python -m pipelines.signature")
         return [n.removesuffix(".bin").removesuffix(".idx") for n in names]
-    return dataset.find_datasets(inputs)
+    return dataset_find.find_datasets(inputs)
 
 
 def make_shards(paths: list[str], *, path_prefix: str | None) -> list[blendlib.Shard]:
@@ -87,13 +89,13 @@ def load_shards(*, signature: str | None, inputs: list[str] | None,
 
 def refuse_overwriting_inputs(args, prefixes: list[str]) -> None:
     """No output may be a file this command reads (a config file, a dataset found by --input),
-    under any spelling; raises :class:`fsutil.SameLocationError`."""
+    under any spelling; raises :class:`locations.SameLocationError`."""
     read = [p for p in (args.signature, args.data_ratio, args.lang_prob, args.exclude) if p]
     if args.input:
         read += [prefix + suffix for prefix in prefixes for suffix in (".bin", ".idx")]
     for flag, path in (("--output-script", args.output_script), ("--report", args.report)):
         if path and path != "-":
-            fsutil.refuse_same_location([path], read, flag=flag)
+            locations.refuse_same_location([path], read, flag=flag)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,7 +172,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.blend``, ``tokenbeam-blend``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -22,9 +22,11 @@ import dataclasses
 import os
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset_find
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, naming
 
 
@@ -65,7 +67,7 @@ def plan(prefixes: list[str], *, rename: bool) -> list[Row]:
         target = fsutil.join(os.path.dirname(prefix), counted.counted_name())
         # Two datasets renamed to one name (e.g. the same one spelled two ways, d/x and d/./x)
         # would have the second rename clobber the first: compare places, not spellings.
-        place = fsutil.resolve_location(target)
+        place = locations.resolve_location(target)
         clash = [p for p in (indexed.bin_path(target), indexed.idx_path(target))
                  if fsutil.exists(p)] or ([target] if place in targets else [])
         if clash:
@@ -93,7 +95,7 @@ def resume_candidates(patterns: list[str]) -> list[tuple[str, str]]:
     lone ``X_dc=.._sc=.._tc=...bin`` whose counts match the index."""
     lone_idx: set[str] = set()
     # "keep": the half-renamed pair is what is looked for, so incomplete pairs are listed.
-    for prefix in dataset.find_datasets(patterns, incomplete="keep"):
+    for prefix in dataset_find.find_datasets(patterns, incomplete="keep"):
         # A lone X_dc=.._sc=.._tc=...bin: the .bin already moved; its .idx is still X.idx.
         lone_idx.add(naming.strip_counts(prefix))
     pairs = []
@@ -114,7 +116,7 @@ def format_table(rows: list[Row]) -> list[str]:
     # a name holding a newline or an escape forges no row; names alike in two folders (the
     # subfolders of --output-layout mirror) are shown with their folders
     shown = {id(r): naming.printable(name)
-             for r, name in zip(rows, dataset.shown_names([r.prefix for r in rows]))}
+             for r, name in zip(rows, dataset_find.shown_names([r.prefix for r in rows]))}
     name_width = max([len("dataset")] + [len(name) for name in shown.values()])
     lines = [f"{'dataset':<{name_width}}  {'dtype':<6} {'documents':>12} {'sequences':>12} "
              f"{'tokens':>15}  status"]
@@ -155,7 +157,7 @@ def _run(argv) -> int:
         _rename_dataset_idx_only(prefix, target)
         print(f"finished an interrupted rename: {naming.printable(os.path.basename(prefix))} -> "
               f"{naming.printable(os.path.basename(target))}")
-    prefixes = dataset.find_datasets(args.input)
+    prefixes = dataset_find.find_datasets(args.input)
     rows = plan(prefixes, rename=args.rename)
     print("\n".join(format_table(rows)))
     failed = [r for r in rows if not r.ok]
@@ -180,7 +182,7 @@ def _rename_dataset_idx_only(prefix: str, target: str) -> None:
 
 def main() -> int:
     """The command line (``python -m pipelines.count``, ``tokenbeam-count``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -15,8 +15,8 @@ import random
 import sys
 from typing import Iterator
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 
 # Word stock per script, written for this generator. Not meant to be meaningful text: it only
 # needs to exercise the tokenizer on many scripts, punctuation styles and whitespace.

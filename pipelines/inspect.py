@@ -26,10 +26,12 @@ from typing import Callable
 
 import numpy as np
 
-from dataio import cli
+from runtime import cli
 from dataio import dataset as dsmod
-from dataio import errors
+from dataio import dataset_find
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed
 from dataio.manifest import ERRORS_DIR
 from dataio.naming import printable
@@ -131,7 +133,7 @@ def load_decoder(model: str) -> Decoder:
 
 def recorded_tokenizer(prefixes: list[str]) -> str | None:
     """The tokenizer path the tokenize job recorded in metadata.json, if it exists here."""
-    for _, meta in dsmod.metadata_files(prefixes):
+    for _, meta in dataset_find.metadata_files(prefixes):
         model = (meta.get("tokenizer") or {}).get("model")
         if model and os.path.exists(model):
             return model
@@ -171,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(prog="python -m pipelines.inspect", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", metavar="PATH")
-    parser.add_argument("--split", choices=dsmod.SPLIT_NAMES,
+    parser.add_argument("--split", choices=dataset_find.SPLIT_NAMES,
                         help="for a folder: 'holdout' shows its holdout/ subfolder")
     parser.add_argument("--decode", type=int, default=0, metavar="N",
                         help="print the first N documents decoded (needs --tokenizer-model)")
@@ -193,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
 def default_report_path(path: str, prefixes: list[str], split: str | None) -> str:
     """``report.html`` (``report_holdout.html`` for ``--split holdout``) in the folder PATH
     names, or beside the dataset PATH names."""
-    folder = path if dsmod.is_folder(path) else (os.path.dirname(prefixes[0]) or ".")
+    folder = path if dataset_find.is_folder(path) else (os.path.dirname(prefixes[0]) or ".")
     return fsutil.join(folder, f"report_{split}.html" if split else "report.html")
 
 
@@ -252,7 +254,7 @@ def _run(argv) -> int:
     if args.decode < 0:
         parser.error("--decode N needs N >= 0")
     try:
-        prefixes = dsmod.resolve_prefixes(args.path, args.split)
+        prefixes = dataset_find.resolve_prefixes(args.path, args.split)
         model = args.tokenizer_model
         if args.decode and not model:
             model = recorded_tokenizer(prefixes)
@@ -261,26 +263,26 @@ def _run(argv) -> int:
                              "tokenizer.json, or a SentencePiece .model); metadata.json names "
                              "none that exists here")
         decode = load_decoder(model) if args.decode else None
-        metadata = dsmod.metadata_files(prefixes)
+        metadata = dataset_find.metadata_files(prefixes)
         read = ([p + suffix for p in prefixes for suffix in (".bin", ".idx")]
                 + [path for path, _ in metadata] + ([model] if model else []))
         if args.plot:  # a typo'd --plot out/x.bin would replace the dataset it is reading
-            fsutil.refuse_same_location([args.plot], read, flag="--plot")
+            locations.refuse_same_location([args.plot], read, flag="--plot")
         if args.report == "":
             args.report = default_report_path(args.path, prefixes, args.split)
-        elif args.report and dsmod.is_folder(args.report):  # --report OUT: the page goes there
+        elif args.report and dataset_find.is_folder(args.report):  # --report OUT: the page goes there
             args.report = default_report_path(args.report, prefixes, args.split)
         if args.report:
-            fsutil.refuse_same_location([args.report], read, flag="--report")
+            locations.refuse_same_location([args.report], read, flag="--report")
         shards = [dsmod.Shard(p) for p in prefixes]
-        vocab_size = dsmod.read_vocab_size(prefixes)
+        vocab_size = dataset_find.read_vocab_size(prefixes)
     except (FileNotFoundError, ValueError) as exc:
         # dataio.dataset is a library and raises the builtin errors; to this command whatever
         # keeps it from opening its datasets (a damaged shard included) is a path to fix.
         raise InspectError(str(exc)) from None
 
     stats = [dataclasses.replace(shard_stats(s), name=name)
-             for s, name in zip(shards, dsmod.shown_names(prefixes))]
+             for s, name in zip(shards, dataset_find.shown_names(prefixes))]
     for row in format_table(stats):
         print(row)
     print(f"vocab size: {vocab_size if vocab_size is not None else 'unknown (no metadata.json)'}")
@@ -293,11 +295,11 @@ def _run(argv) -> int:
         print("document length (tokens, non-empty documents): "
               + "  ".join(f"{k} {v:,.1f}" if k == "mean" else f"{k} {v:,.0f}"
                           for k, v in summary.items()))
-    holdout = fsutil.join(args.path, dsmod.HOLDOUT_DIR)
-    if args.split is None and dsmod.is_folder(holdout):
-        count = len(dsmod.list_datasets(holdout, incomplete="idx"))
+    holdout = fsutil.join(args.path, dataset_find.HOLDOUT_DIR)
+    if args.split is None and dataset_find.is_folder(holdout):
+        count = len(dataset_find.list_datasets(holdout, incomplete="idx"))
         if count:
-            print(f"{dsmod.HOLDOUT_DIR}/: {count} dataset{'s' * (count != 1)} "
+            print(f"{dataset_find.HOLDOUT_DIR}/: {count} dataset{'s' * (count != 1)} "
                   "(show them with --split holdout)")
 
     if decode is not None:
@@ -324,7 +326,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.inspect``, ``tokenbeam-inspect``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

@@ -33,9 +33,11 @@ import os
 import re
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset_find
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed, naming
 
 
@@ -77,7 +79,7 @@ def plan_merge(prefixes: list[str], output: str, *, counts_in_name: bool = True,
         final = naming.with_counts(output, total.documents, total.sequences, total.tokens)
     # Spelled differently (DIR/./NAME, DIR//NAME, "..", a symlink), the output is still an input
     # that --overwrite would destroy: compare where the files are, not how they are written.
-    fsutil.refuse_same_location([indexed.bin_path(final), indexed.idx_path(final)],
+    locations.refuse_same_location([indexed.bin_path(final), indexed.idx_path(final)],
                                 [f(p) for p in prefixes for f in (indexed.bin_path,
                                                                   indexed.idx_path)],
                                 flag="--output")
@@ -99,7 +101,7 @@ def merge_datasets(prefixes: list[str], output: str, *, counts_in_name: bool = T
                    overwrite: bool = False, natural: bool = False) -> tuple[str, indexed.Counts]:
     """Merge ``prefixes`` (in :func:`merge_order`) into ``output``; returns the final prefix and
     its counts."""
-    ordered = dataset.unique_datasets(merge_order(prefixes, natural=natural))
+    ordered = dataset_find.unique_datasets(merge_order(prefixes, natural=natural))
     final, total = plan_merge(ordered, output, counts_in_name=counts_in_name,
                               overwrite=overwrite)
     header = indexed.merge(ordered, final)
@@ -147,7 +149,7 @@ def _run(argv) -> int:
     # Megatron writes PREFIX + .bin/.idx whatever PREFIX ends in; --output drops a .bin/.idx
     output = args.output_prefix or indexed.prefix_of(args.output)
     counts_in_name = not (args.no_counts or args.output_prefix)
-    prefixes = dataset.find_datasets(args.input)
+    prefixes = dataset_find.find_datasets(args.input)
     try:
         final, total = merge_datasets(prefixes, output, counts_in_name=counts_in_name,
                                       overwrite=args.overwrite, natural=args.natural_order)
@@ -161,7 +163,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.merge``, ``tokenbeam-merge``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

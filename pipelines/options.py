@@ -24,8 +24,8 @@ from __future__ import annotations
 import argparse
 import posixpath
 
-from dataio import cli, errors, log
-from dataio import workers as local_workers
+from runtime import cli, errors, log
+from runtime import workers as local_workers
 from transforms import sentences
 from transforms import tokenizer as tk
 from transforms.tokenizer import flags as tkf
@@ -486,7 +486,7 @@ def parse_flags(argv) -> Flags | None:
     try:
         values, unknown = parser.parse_known_args(argv)
     except errors.ConfigError:
-        raise  # a bad choice: the nearest valid one named (dataio/cli.py)
+        raise  # a bad choice: the nearest valid one named (runtime/cli.py)
     except (ValueError, argparse.ArgumentError):
         return None  # a bad value: parse() reports it as Beam's parser always has
     if unknown:
@@ -621,7 +621,7 @@ def use_local_workers(options, workers: int) -> None:
                 level = getattr(flags(options), "log_level", None) or log.DEFAULT_LEVEL
                 worker.default_sdk_harness_log_level = log.harness_level(level)
             # The same runner, whose workers die with the driver (kill -9 of the driver
-            # included) and leave Ctrl-C to it: dataio/workers.py.
+            # included) and leave Ctrl-C to it: runtime/workers.py.
             std.runner = local_workers.RUNNER
         else:
             direct.direct_running_mode = "in_memory"
@@ -630,7 +630,7 @@ def use_local_workers(options, workers: int) -> None:
 def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
     """The number of local worker processes and why: ``--workers N`` as given, capped at the
     useful number (cores, work items: Megatron users type 64 out of habit); ``auto`` from the
-    tokenizer backend and the cores (dataio/workers.py)."""
+    tokenizer backend and the cores (runtime/workers.py)."""
     requested = flags(options).workers
     cores = local_workers.usable_cores()
     if requested != "auto":

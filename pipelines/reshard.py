@@ -37,10 +37,13 @@ import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from dataio import fs as fsutil
-from dataio import jsonl_sink, naming, readers, redact
+from dataio import locations
+from dataio import jsonl_sink, naming, readers
+from dataio import discovery
+from runtime import redact
 from dataio import lock as output_lock
 from pipelines import options as opts
 from transforms import reshard as rs
@@ -118,7 +121,7 @@ def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob
     if unused:
         raise rs.ReshardError(f"--{unused[0]} is given but --name-template has no {{{unused[0]}}}")
     sources = []
-    for found in readers.find_inputs(io.input, skip_unsupported=True):
+    for found in discovery.find_inputs(io.input, skip_unsupported=True):
         naming.refuse_not_utf8(found.path)
         fields = rs.fields_of(found.path, regex=regex, flags=flags, needed=needed)
         sources.append(rs.Source(path=found.path, format=found.format, size=found.size,
@@ -153,8 +156,8 @@ def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob
     existing = [p for p in fsutil.list_files(output)
                 if any(pat.fullmatch(p.rsplit("/", 1)[-1]) for pat in patterns)
                 and p.rsplit("/", 1)[-1] not in unsettled]
-    read = {fsutil.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
-    clobbered = sorted(p for p in existing if fsutil.resolve_location(p) in read)
+    read = {locations.resolve_location(s.path) for s in sources}  # any spelling, symlinks too
+    clobbered = sorted(p for p in existing if locations.resolve_location(p) in read)
     if clobbered:
         raise rs.ReshardError(f"input {clobbered[0]} has a name the output would use; write to "
                               "another --output folder")
@@ -328,7 +331,7 @@ def _run_locked(options: PipelineOptions, held: output_lock.OutputLock) -> int:
 
 def _root_cause(exc: BaseException) -> str:
     """What went wrong, in one line: the anticipated cause when there is one
-    (:func:`dataio.errors.describe` finds it also in what a Beam worker raised), else the
+    (:func:`runtime.errors.describe` finds it also in what a Beam worker raised), else the
     innermost exception of the chain (Beam wraps a DoFn's exception in layers of context)."""
     known = errors.describe(exc)
     if known is not None:
@@ -344,7 +347,7 @@ def _root_cause(exc: BaseException) -> str:
 
 def main() -> int:
     """The command line (``python -m pipelines.reshard``, ``tokenbeam-reshard``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

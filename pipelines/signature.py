@@ -6,7 +6,7 @@ weights can be computed (``pipelines.blend --signature``) without downloading th
 counts when both its files exist; temporary files of unfinished writes are ignored; a ``.bin``
 without its ``.idx`` (or the reverse) is an error unless ``--skip-incomplete``.
 
-Datasets are found by :func:`dataio.dataset.list_datasets`, as by every dataset command.
+Datasets are found by :func:`dataio.dataset_find.list_datasets`, as by every dataset command.
 
 Exit status: 0 written, 1 incomplete datasets or none found, 2 bad command line (including an
 ``--output`` that is one of the dataset files, however spelled).
@@ -19,14 +19,16 @@ import json
 import os
 import sys
 
-from dataio import cli
-from dataio import dataset, errors
+from runtime import cli
+from dataio import dataset_find
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import locations
 
 
 def signature(directory: str, *, skip_incomplete: bool = False) -> list[str]:
     """The sorted base names of the datasets in ``directory``."""
-    found = dataset.list_datasets(directory, incomplete="skip" if skip_incomplete else "error")
+    found = dataset_find.list_datasets(directory, incomplete="skip" if skip_incomplete else "error")
     return sorted(os.path.basename(p) for p in found)
 
 
@@ -52,7 +54,7 @@ def _run(argv) -> int:
     if not names:
         raise errors.RunError(f"no .bin/.idx datasets in {args.input}")
     if args.output != "-":
-        fsutil.refuse_same_location([args.output], [fsutil.join(args.input, n + suffix)
+        locations.refuse_same_location([args.output], [fsutil.join(args.input, n + suffix)
                                                     for n in names
                                                     for suffix in (".bin", ".idx")],
                                     flag="--output")
@@ -64,7 +66,7 @@ def _run(argv) -> int:
 
 def main() -> int:
     """The command line (``python -m pipelines.signature``, ``tokenbeam-signature``): :func:`run`
-    with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(_run, process=True)
 
 

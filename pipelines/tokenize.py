@@ -10,7 +10,7 @@ One run at a time per output folder (dataio/lock.py); its temporaries live under
 ``_temporary/{run id}/``. Everything a user can get wrong (the output, the tokenizer files) is
 checked while planning, before any input is read.
 
-Exit status (dataio/errors.py): 0 when every planned shard is committed; 1 when some shard
+Exit status (runtime/errors.py): 0 when every planned shard is committed; 1 when some shard
 failed (they are listed), the data or the run failed, or another run holds the output; 2 for a
 bad command line or configuration; 130 / 143 when interrupted by SIGINT / SIGTERM (rerun the
 same command to resume). Anticipated failures print one line, never a traceback.
@@ -36,10 +36,13 @@ import time
 
 import numpy as np
 
-from dataio import azure, errors, faults, indexed, log, manifest, parts, workers
+from dataio import azure, indexed, manifest, parts
+from runtime import errors, faults, log, workers
+from dataio.elements import ShardResult
 from dataio import fs as fsutil
+from dataio import locations
 from dataio import lock as output_lock
-from dataio.redact import install_logging_filter, redact, redact_argv
+from runtime.redact import install_logging_filter, redact, redact_argv
 from pipelines import options as opts
 from pipelines._tokenize_plan import (Job, ShardPlan, announce_skips, local_workers, plan,
                                       preflight, print_plan)
@@ -73,7 +76,7 @@ class Figures:
     bad_records: int
 
 
-def recorded_figures(job: Job, results: list[manifest.ShardResult]) -> Figures:
+def recorded_figures(job: Job, results: list[ShardResult]) -> Figures:
     """The figures as the records of this run's shards tell them (any runner)."""
     written = [r for r in results if r.failed is None]
     return Figures(documents=sum(r.counts.documents for r in written),
@@ -83,7 +86,7 @@ def recorded_figures(job: Job, results: list[manifest.ShardResult]) -> Figures:
                        job.output, {s.stem for s in job.to_process}))
 
 
-def counted_figures(job: Job, results: list[manifest.ShardResult],
+def counted_figures(job: Job, results: list[ShardResult],
                     counters: dict[str, int] | None) -> Figures:
     """The figures from the pipeline's counters when the runner reported them for every shard
     this run committed; the records' otherwise."""
@@ -162,7 +165,7 @@ def _versions(job: Job) -> dict:
 
 
 def write_metadata(job: Job, *, argv, started: str, finished: str,
-                   results: list[manifest.ShardResult]) -> dict:
+                   results: list[ShardResult]) -> dict:
     """metadata.json (dataio/manifest.py) of the job; ``results``: of the shards this run
     wrote (the others are listed from their commit records)."""
     of_shard = {r.shard: r for r in results}
@@ -172,12 +175,12 @@ def write_metadata(job: Job, *, argv, started: str, finished: str,
         return ("failed" if r.failed else "written") if r else "skipped" if s.skip else "missing"
 
     entries = [manifest.ShardEntry(
-        shard=s.shard, input=redact(fsutil.resolved(s.input.path, job.folder)), key=s.key,
+        shard=s.shard, input=redact(locations.resolved(s.input.path, job.folder)), key=s.key,
         status=status(s), result=of_shard.get(s.shard)) for s in job.shards]
     head = {"tokenizer": job.tokenizer, "dtype": job.dtype.name, "level": job.config.level,
             "versions": _versions(job),
             # paths resolved from the driver's folder (this may run on a Spark worker)
-            "inputs": [{"path": redact(fsutil.resolved(f.path, job.folder)), "size": f.size,
+            "inputs": [{"path": redact(locations.resolved(f.path, job.folder)), "size": f.size,
                         "version": f.version} for f in job.files]}
     tail = {"options": redact_argv(argv), "run_id": job.run_id, "started": started,
             "finished": finished}
@@ -218,8 +221,8 @@ def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
         print(f"  committed {r.name}", file=out)
 
 
-def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None = None
-                    ) -> list[manifest.ShardResult]:
+def collect_results(job: Job, reported: dict[str, ShardResult] | None = None
+                    ) -> list[ShardResult]:
     """What became of each shard this run had to write: as the pipeline ``reported`` them
     (pipelines/_tokenize_graph.py shard_results) when that names every one, else from the commit
     and failure records (runners whose driver is not this process, or that report no metrics)."""
@@ -231,7 +234,7 @@ def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None =
 
 
 def finish(job: Job, argv, *, started: str,
-           reported: dict[str, manifest.ShardResult] | None = None) -> list[manifest.ShardResult]:
+           reported: dict[str, ShardResult] | None = None) -> list[ShardResult]:
     """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
     returns the shard results (``reported``: by the pipeline, see :func:`collect_results`)."""
     results = collect_results(job, reported)
@@ -253,7 +256,7 @@ def already_committed(job: Job) -> dict[str, dict]:
     return manifest.read_commit_records(job.output, [s.shard for s in job.shards if s.skip])
 
 
-def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> None:
+def _remove_committed_parts(job: Job, results: list[ShardResult]) -> None:
     """The kept parts of every input whose shards are all committed now, whichever run
     committed them (one listing of ``_parts/``; a stem of one item removed its own when its
     worker committed it)."""
@@ -300,7 +303,7 @@ def execute(job: Job, argv, *, storage=None, since: float | None = None) -> int:
     counters = reported = None
     if job.to_process:
         prepare_output(job)
-        workers.mark_driver()  # local workers die with this process (dataio/workers.py)
+        workers.mark_driver()  # local workers die with this process (runtime/workers.py)
         chosen = local_workers(job)
         if chosen is not None:
             _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
@@ -383,7 +386,7 @@ def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
 
 def run(argv=None) -> int:
     """The command (also for in-process callers): returns the exit status; what goes wrong
-    is one line on stderr (see dataio/errors.py)."""
+    is one line on stderr (see runtime/errors.py)."""
     return errors.main(functools.partial(_run, since=time.monotonic()), argv)
 
 
@@ -507,7 +510,7 @@ def configure_storage(options, secrets: dict):
 
 def main() -> int:
     """The command line (``python -m pipelines.tokenize``, the ``tokenbeam-tokenize`` script):
-    :func:`run` with its interrupt handling (exit 130 / 143, see dataio/errors.py)."""
+    :func:`run` with its interrupt handling (exit 130 / 143, see runtime/errors.py)."""
     return errors.main(functools.partial(_run, since=process_started()), process=True)
 
 

@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from dataio import errors
-from dataio.redact import redact, split_secret_flags
+from runtime import errors
+from runtime.redact import redact, split_secret_flags
 
 # What every launcher runs, and the flags it sets itself (a user value would silently fight
 # with them); here so that the launchers, which are commands, need not import each other.
@@ -494,7 +494,7 @@ def resolve_job_server_jar(cfg: dict, flink_version: str | None = None) -> str:
 
 def split_secrets(args: list[str]) -> tuple[list[str], list[str]]:
     """(args safe to write down, warnings). Secret flags (``--azure-sas-token X``, as
-    :func:`dataio.redact.split_secret_flags` knows them) are dropped, so the job falls back to
+    :func:`runtime.redact.split_secret_flags` knows them) are dropped, so the job falls back to
     the environment (sbatch passes the submitter's); a credential inside another argument (a SAS
     query in a URL, a connection string) is masked."""
     kept, secrets = split_secret_flags(args)

@@ -23,8 +23,8 @@ import shlex
 import subprocess
 import sys
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from runners import config as rc
 from runners import flink_cluster
 from runners.config import PIPELINE_MODULE, RESERVED_FLAGS

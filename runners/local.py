@@ -10,8 +10,8 @@ import argparse
 import subprocess
 import sys
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from runners import config as rc
 from runners.config import PIPELINE_MODULE
 

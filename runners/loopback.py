@@ -6,7 +6,7 @@ a gRPC server it starts in the driver on ``[::]:<port>`` (hard-coded; ``--artifa
 only the port), and only the driver itself ever connects to it (``localhost:<port>``). The
 launcher runs the pipeline driver through this module so that the server is not reachable from
 other machines while it lives. Only wildcard addresses are rewritten; an explicit host is kept
-(dataio/loopback.py, which ``--workers N`` runs use too).
+(runtime/loopback.py, which ``--workers N`` runs use too).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import runpy
 import sys
 
-from dataio import errors
-from dataio.loopback import install
+from runtime import errors
+from runtime.loopback import install
 
 
 def _main(argv) -> int:

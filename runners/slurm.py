@@ -34,8 +34,8 @@ import sys
 import time
 from importlib import resources
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from runners import config as rc
 from runners import slurm_limits
 from runners.config import PIPELINE_MODULE, RESERVED_FLAGS

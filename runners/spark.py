@@ -32,7 +32,7 @@ sees them), the batch request, ``--no-submit``'s files, logs or metadata. Worker
 cluster reach Azure storage with the cluster's own identity or environment. Where a config
 gives executors a secret itself (``spark_conf: {spark.executorEnv.AZURE_STORAGE_KEY: ...}``),
 :func:`spark_conf` extends ``spark.redaction.regex`` (Spark's default pattern, plus every name
-of :data:`dataio.redact.SECRET_NAMES` and ``sig=``) so that Spark's event log, UI and History
+of :data:`runtime.redact.SECRET_NAMES` and ``sig=``) so that Spark's event log, UI and History
 Server show it redacted, and ``spark-submit`` gets such entries through a properties file only
 this user can read, never on its command line (:func:`spark_submit_argv`).
 """
@@ -49,11 +49,12 @@ import subprocess
 import sys
 import time
 
-from dataio import cli
-from dataio import errors
+from runtime import cli
+from runtime import errors
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import lock as output_lock
-from dataio.redact import redact, secret_name_pattern
+from runtime.redact import redact, secret_name_pattern
 from runners import config as rconfig
 
 LIVY_TERMINAL = {"success", "dead", "killed", "error"}
@@ -246,7 +247,7 @@ def stage(cfg: dict, job_jar: str, *, run_id: str) -> Staged:
     """Copy the job jar to ``staging_dir/jobs/{run id}/`` and the runtime to
     ``staging_dir/runtime/`` (skipped when that version is there already)."""
     runtime = runtime_jar(cfg)
-    digest = fsutil.content_hash(runtime).partition(":")[2][:16]
+    digest = file_hashes.content_hash(runtime).partition(":")[2][:16]
     staging = cfg["staging_dir"].rstrip("/")
     runtime_target = fsutil.join(staging, "runtime", f"{RUNTIME_PREFIX}{digest}.jar")
     job_target = fsutil.join(staging, "jobs", run_id, "pipeline.jar")

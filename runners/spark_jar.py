@@ -11,7 +11,7 @@ layout itself for ``--spark_submit_uber_jar`` (``abstract_job_service.UberJarBea
 staged once per version (``spark.jars`` / Livy's ``jars``). ``SparkPipelineRunner.main`` reads
 the pipeline from the class path, which holds both jars, so the cluster sees exactly the jar
 Beam would have made. No JVM and no job server run here; the artifact staging server Beam
-starts in-process is bound to 127.0.0.1 (dataio/loopback.py).
+starts in-process is bound to 127.0.0.1 (runtime/loopback.py).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class PipelineJarRunner(portable_runner.PortableRunner):
         return _JarJobService(self._jar_path)
 
     def run_pipeline(self, pipeline, options):
-        from dataio import loopback
+        from runtime import loopback
 
         loopback.install()
         return super().run_pipeline(pipeline, options)

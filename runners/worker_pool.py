@@ -32,7 +32,7 @@ import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
 from apache_beam.utils import thread_pool_executor
 
-from dataio import errors, log
+from runtime import errors, log
 
 _LOG = log.get("worker_pool")
 

@@ -1,7 +1,7 @@
 """SIGKILL the tokenize job (the whole process group) at randomly chosen moments; after every
 kill no final-named dataset fails validation and a rerun equals a clean run byte for byte.
 
-The moments: the fault checkpoints of dataio.faults (while a part or shard is written, between
+The moments: the fault checkpoints of runtime.faults (while a part or shard is written, between
 the .bin and .idx renames, between the renames and the commit record, between the commit
 record and the cleanup), each hit at a random arrival, plus random wall-clock kills and one
 kill from inside a worker of a --workers 2 job. The choice is seeded: a failure names its seed;
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fault_injection as fi  # noqa: E402
 
-from dataio import faults  # noqa: E402
+from runtime import faults  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -75,7 +75,7 @@ def test_kill_in_a_worker_takes_the_whole_job(setup, tmp_path):
 
 def test_unset_hook_does_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENBEAM_FAULT")}
-    code = ("from dataio import faults\n"
+    code = ("from runtime import faults\n"
             "assert not faults._ACTIVE\n"
             "for p in faults.POINTS: faults.checkpoint(p)\n"
             "print('alive')")
@@ -92,7 +92,7 @@ def test_hook_kills_its_process_group_at_the_nth_arrival(tmp_path):
     code = ("import subprocess, sys, time\n"
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
             "print(child.pid, flush=True)\n"
-            "from dataio import faults\n"
+            "from runtime import faults\n"
             "faults.checkpoint('sink.part_written')\n"
             "print('after 1', flush=True)\n"
             "faults.checkpoint('sink.before_cleanup')\n"

@@ -5,7 +5,7 @@ identity its content hash was taken under); the reader confirms it once the item
 read (dataio/readers.py ``confirm_unchanged``) and a changed file fails its shards with one line
 "FILE changed while reading (planned N bytes, found M); rerun", while the other shards commit.
 The whole-job test changes the file with the fault hook ``TOKENBEAM_FAULT_TRUNCATE`` at the
-checkpoint ``readers.item_started`` (dataio/faults.py): after planning, before the bytes are read.
+checkpoint ``readers.item_started`` (runtime/faults.py): after planning, before the bytes are read.
 """
 
 import gzip
@@ -18,6 +18,8 @@ import sys
 import pytest
 
 from dataio import input_hashes, readers
+from dataio import discovery
+from dataio.elements import WorkItem
 from transforms import documents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +32,7 @@ def _write(path, n=200):
 
 
 def _planned(folder, *, split_bytes=256 << 20, verify=False):
-    files = readers.find_inputs([str(folder)])
+    files = discovery.find_inputs([str(folder)])
     stamps = {}
     if verify:
         input_hashes.content_hashes([f.path for f in files], stamps=stamps)
@@ -125,7 +127,7 @@ def test_truncated_gzip_and_parquet_fail_as_changed_not_corrupt(tmp_path):
 def test_samples_and_unplanned_items_are_not_checked(tmp_path):
     (tmp_path / "in").mkdir()
     src = _write(tmp_path / "in" / "a.jsonl")
-    item = readers.WorkItem(path=str(src), stem="a", format="jsonl", index=0)
+    item = WorkItem(path=str(src), stem="a", format="jsonl", index=0)
     os.truncate(src, 100)
     assert len(list(readers.read_jsonl(item))) >= 1
 

@@ -1,4 +1,4 @@
-"""``--workers N`` (several local processes, dataio/local_runner.py), issue 23 items 2 and 6:
+"""``--workers N`` (several local processes, runners/local_runner.py), issue 23 items 2 and 6:
 
 * every socket the job listens on is on loopback (Beam's Fn API servers bind every interface
   unless told otherwise);
@@ -7,7 +7,7 @@
   other workers are stopped, nothing half-written is committed, and the rerun of the same
   command equals a clean run byte for byte.
 
-The kills are chosen by a seeded RNG (a checkpoint of dataio.faults where a worker kills itself,
+The kills are chosen by a seeded RNG (a checkpoint of runtime.faults where a worker kills itself,
 or a point in the job's progress where the test kills one): a failure names its seed; replay it with
 TOKENBEAM_FAULT_SEED=<seed>. The subprocess timeouts are hang detectors, not timings.
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 import fault_injection as fi  # noqa: E402
 
-from dataio import faults  # noqa: E402
+from runtime import faults  # noqa: E402
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 
@@ -60,7 +60,7 @@ def _workers(driver: int) -> list[psutil.Process]:
     found = []
     for kid in kids:
         try:
-            if "dataio.worker_main" in kid.cmdline() and kid.status() != psutil.STATUS_ZOMBIE:
+            if "runners.worker_main" in kid.cmdline() and kid.status() != psutil.STATUS_ZOMBIE:
                 found.append(kid)
         except psutil.Error:
             continue

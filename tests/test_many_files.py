@@ -14,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dataio import manifest, readers
+from dataio import discovery
+from dataio.elements import ShardResult
 
 SHARDS = 40
 
@@ -92,7 +94,7 @@ def many_row_groups(tmp_path_factory):
 
 def test_a_parquet_file_of_20000_row_groups_is_few_items_each_knowing_its_first_row(
         many_row_groups):
-    (f,) = readers.discover([str(many_row_groups / "one" / "rows.parquet")])
+    (f,) = discovery.discover([str(many_row_groups / "one" / "rows.parquet")])
     (whole,) = readers.plan_items([f])  # the default --split-bytes: one item, one footer read
     assert whole.row_groups == tuple(range(20_000)) and whole.first_row == 0
     uncompressed = sum(size for _, size in readers.parquet_row_groups(f.path))
@@ -172,6 +174,6 @@ def test_reading_back_what_became_of_many_shards_asks_each_folder_once(tmp_path,
     failures = fsutil.files_under(fsutil.join(out, manifest.FAILURES_DIR))
     results = [manifest.shard_result(out, s, "fp", failures=failures) for s in shards]
     assert [r.failed for r in results].count("bad gzip") == 1 and results[3].failed
-    assert results[4] == manifest.ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
+    assert results[4] == ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
                                               Counts(1, 1, 2), input_bytes=14)
     assert manifest.count_bad_records(out, [f"f{i:03d}" for i in range(SHARDS)]) == 2

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from megatron_reference import read_pair
-from dataio import dataset, indexed
+from dataio import indexed
+from dataio import dataset_find
 from pipelines import merge, tokenize
 
 PARTS = {
@@ -102,7 +103,7 @@ def test_failure_midway_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(indexed.IndexedDatasetWriter, "add_index", failing)
     (tmp_path / "out").mkdir()
     with pytest.raises(OSError, match="simulated"):
-        merge.merge_datasets(dataset.find_datasets([str(parts)]), str(tmp_path / "out" / "m"))
+        merge.merge_datasets(dataset_find.find_datasets([str(parts)]), str(tmp_path / "out" / "m"))
     assert os.listdir(tmp_path / "out") == []  # no final name, no temporary file
 
 

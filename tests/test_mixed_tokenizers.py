@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from dataio import dataset
+from dataio import dataset_find
 from dataio import fs as fsutil
 from pipelines import demo, inspect, tokenize, validate
 
@@ -62,7 +63,7 @@ def test_loader_refuses_a_folder_of_two_tokenizers(mixed, outputs, hf_tokenizer)
     assert "c0_web_text_document_dc=" in message and "c1_web_text_document_dc=" in message
     assert "delete the shards" in message and "explicitly" in message
     # named shards are the caller's choice
-    prefixes = dataset.list_datasets(mixed["mixed"])
+    prefixes = dataset_find.list_datasets(mixed["mixed"])
     assert len(prefixes) == 3
     assert dataset.get_dataset(prefixes[1:], 16).num_files() == 2
 
@@ -79,14 +80,14 @@ def test_validate_fails_the_folder_but_not_named_shards(mixed, outputs, capsys):
     fails = [line for line in out.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 1 and "2 tokenizers" in fails[0]
     assert out.count("\nOK ") + out.startswith("OK ") == 3  # each shard is itself fine
-    assert validate.run([p + ".idx" for p in dataset.list_datasets(mixed["mixed"])]) == 0
+    assert validate.run([p + ".idx" for p in dataset_find.list_datasets(mixed["mixed"])]) == 0
     assert validate.run([outputs["one"]]) == 0
     capsys.readouterr()
 
 
 def test_a_folder_without_records_says_nothing(mixed, tmp_path):
     """Other tools' datasets carry no commit records: nothing to compare, nothing refused."""
-    for prefix in dataset.list_datasets(mixed["mixed"]):
+    for prefix in dataset_find.list_datasets(mixed["mixed"]):
         for suffix in (".bin", ".idx"):
             shutil.copy(prefix + suffix, tmp_path)
     assert dataset.get_dataset(str(tmp_path), 16).num_files() == 3

@@ -16,6 +16,7 @@ import pytest
 
 from megatron_reference import megatron_documents, read_pair, reference_write
 from dataio import dataset, indexed
+from dataio import dataset_find
 from pipelines import count, demo, inspect, merge, tokenize, validate
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
@@ -63,7 +64,7 @@ def dolma(tmp_path_factory):
 
 def _shards(out):
     """{shard name below out (counts stripped): prefix} of the committed train shards."""
-    return {os.path.relpath(p, out).split("_dc=")[0]: p for p in dataset.resolve_prefixes(str(out))}
+    return {os.path.relpath(p, out).split("_dc=")[0]: p for p in dataset_find.resolve_prefixes(str(out))}
 
 
 def _assert_megatron_bytes(shards, names, texts, hf_encode, tmp_path):
@@ -139,7 +140,7 @@ def test_mirrored_holdout_shards_are_found(dolma, hf_tokenizer, tmp_path, capsys
     out = tmp_path / "out"
     assert _run([root], out, hf_tokenizer, "--output-layout", "mirror",
                 "--holdout-fraction", "0.3") == 0
-    holdout = dataset.resolve_prefixes(str(out), "holdout")
+    holdout = dataset_find.resolve_prefixes(str(out), "holdout")
     assert sorted(os.path.relpath(p, out).split("_dc=")[0] for p in holdout) == \
         ["holdout/books/0000_text_document", "holdout/wiki/0000_text_document",
          "holdout/wiki/0001_text_document"]

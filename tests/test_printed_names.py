@@ -12,8 +12,9 @@ import sys
 import numpy as np
 import pytest
 
-from dataio import errors, indexed, log, naming
-from dataio import redact as redact_mod
+from runtime import errors, log
+from dataio import indexed, naming
+from runtime import redact as redact_mod
 from pipelines import count, merge, reshard, tokenize, validate
 
 ROWS = b"".join(json.dumps({"text": f"document {i} " + "word " * i}).encode() + b"\n"

@@ -1,7 +1,7 @@
 """reshard's commit is all or nothing as every reader sees it (dataio/jsonl_sink.py, step 3).
 
 The job is SIGKILLed inside its rename loop (the fault checkpoint ``reshard.between_renames``,
-dataio/faults.py), leaving some shards under their final names: every reader (the input finder
+runtime/faults.py), leaving some shards under their final names: every reader (the input finder
 that tokenize and reshard use) refuses the folder with one line, and the rerun of the same
 command settles the commit by itself and ends byte-identical to a clean run.
 """
@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from dataio import jsonl_sink, readers
+from dataio import discovery
 from pipelines import demo, reshard
 from test_tokenize import run_job
 
@@ -74,7 +75,7 @@ def test_kill_inside_the_commit_then_readers_refuse_and_the_rerun_settles_it(
     _one_line_refusal(capsys, reshard.run(_args(out, tmp_path / "again", "--target-size", "1MB")),
                       "holds an unfinished reshard commit")
     with pytest.raises(readers.InputError, match="unfinished reshard commit"):
-        readers.find_inputs([str(out / "*.jsonl")])
+        discovery.find_inputs([str(out / "*.jsonl")])
 
     assert reshard.run(_args(inputs, out, "--target-size", "20KB", "--dry-run")) == 0
     assert "unfinished commit of an interrupted run" in capsys.readouterr().err
@@ -83,7 +84,7 @@ def test_kill_inside_the_commit_then_readers_refuse_and_the_rerun_settles_it(
     assert "rolled back the unfinished commit" in capsys.readouterr().err
     assert _files(out) == _files(clean)
     assert not [n for n in os.listdir(out) if n.startswith(".")]  # the dead run's temporaries
-    assert len(readers.find_inputs([str(out)])) == len(shards)
+    assert len(discovery.find_inputs([str(out)])) == len(shards)
 
 
 @pytest.mark.slow
@@ -97,15 +98,15 @@ def test_kill_inside_an_overwrite_then_the_rerun_with_overwrite_settles_it(tmp_p
     assert reshard.run(_args(inputs, clean, "--target-size", "25KB", "--overwrite")) == 0
     _killed_run(_args(inputs, out, "--target-size", "25KB", "--overwrite"), 1)
     with pytest.raises(readers.InputError, match="unfinished reshard commit"):
-        readers.find_inputs([str(out)])
+        discovery.find_inputs([str(out)])
     assert "rolled back" in jsonl_sink.recover(str(out))  # what a rerun does first
     with pytest.raises(readers.InputError, match="had already replaced earlier shards"):
-        readers.find_inputs([str(out)])
+        discovery.find_inputs([str(out)])
     capsys.readouterr()
     assert reshard.run(_args(inputs, out, "--target-size", "25KB")) == 2  # earlier shards there
     assert "pass --overwrite" in capsys.readouterr().err
     with pytest.raises(readers.InputError, match="had already replaced earlier shards"):
-        readers.find_inputs([str(out)])
+        discovery.find_inputs([str(out)])
     assert reshard.run(_args(inputs, out, "--target-size", "25KB", "--overwrite")) == 0
     assert _files(out) == _files(clean)
 
@@ -145,11 +146,11 @@ def test_a_commit_whose_deletions_began_is_finished_not_rolled_back(tmp_path):
 def test_readers_check_the_sizes_and_the_shards_listed(tmp_path):
     out, renames = _pending_commit(tmp_path)
     jsonl_sink.commit(renames, output=str(out))
-    assert len(readers.find_inputs([str(out)])) == 3  # old_00 is not reshard's: not checked
+    assert len(discovery.find_inputs([str(out)])) == 3  # old_00 is not reshard's: not checked
     (out / "en_01.jsonl").write_bytes(b"changed since\n")
     with pytest.raises(readers.InputError, match="but reshard committed it with 7"):
-        readers.find_inputs([str(out / "en_*.jsonl")])
+        discovery.find_inputs([str(out / "en_*.jsonl")])
     (out / "en_01.jsonl").unlink()
     with pytest.raises(readers.InputError, match="missing"):
-        readers.find_inputs([str(out)])
-    assert len(readers.find_inputs([str(out / "en_00.jsonl")])) == 1  # a file named on purpose
+        discovery.find_inputs([str(out)])
+    assert len(discovery.find_inputs([str(out / "en_00.jsonl")])) == 1  # a file named on purpose

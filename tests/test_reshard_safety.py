@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from dataio import errors, jsonl_sink
+from runtime import errors
+from dataio import jsonl_sink
 from test_reshard_commit import ROOT, _args, _corpus, _files
 
 PLANTED_TEMPORARY = "/nonexistent/.reshard-x.tmp/a.part"

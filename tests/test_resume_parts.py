@@ -1,5 +1,5 @@
 """Work finished is never done twice (issue 24 part 1): a work item's parts, once written whole,
-survive the run's death (kill -9 of the whole job at a checkpoint, dataio/faults.py), and the
+survive the run's death (kill -9 of the whole job at a checkpoint, runtime/faults.py), and the
 rerun of the same command reuses them (dataio/parts.py), byte-identical to a clean run; a stem
 of one item is committed as soon as its item is done; a changed option never reuses stale parts;
 the bad records of a reused item are still reported and counted; an interrupt says what is kept.
@@ -19,7 +19,8 @@ import sys
 
 import pytest
 
-from dataio import faults, parts
+from runtime import faults
+from dataio import parts
 from dataio.manifest import COMMITS_DIR
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -2,7 +2,7 @@
 
 `merge --overwrite --no-counts` once replaced an input given back as DIR/./NAME, DIR//NAME, through
 `..` or a symlink. Every command that writes where it reads compares places
-(:func:`dataio.fs.same_location`), refuses with one line naming both paths and the fix, and exits 2;
+(:func:`dataio.locations.same_location`), refuses with one line naming both paths and the fix, and exits 2;
 the input is left byte-identical.
 """
 
@@ -13,7 +13,7 @@ import os
 import numpy as np
 import pytest
 
-from dataio import fs as fsutil
+from dataio import locations
 from dataio import indexed
 from pipelines import blend, count, inspect, merge, reshard, signature
 
@@ -185,12 +185,12 @@ def test_local_spellings_resolve_to_one_place(tmp_path):
     real = str(tmp_path / "a" / "f")
     for other in [str(tmp_path) + "/a/./f", str(tmp_path) + "//a//f", str(tmp_path / "link" / "f"),
                   str(tmp_path) + "/a/../a/f", "file://" + real]:
-        assert fsutil.resolve_location(other) == fsutil.resolve_location(real), other
-        assert fsutil.same_location(other, real)
-    assert fsutil.same_location(str(tmp_path / "hard"), real)  # a hard link: same inode
-    assert not fsutil.same_location(str(tmp_path / "a" / "g"), real)
+        assert locations.resolve_location(other) == locations.resolve_location(real), other
+        assert locations.same_location(other, real)
+    assert locations.same_location(str(tmp_path / "hard"), real)  # a hard link: same inode
+    assert not locations.same_location(str(tmp_path / "a" / "g"), real)
     # A path that does not exist yet still resolves through the symlinked folder above it.
-    assert fsutil.same_location(str(tmp_path / "link" / "new"), str(tmp_path / "a" / "new"))
+    assert locations.same_location(str(tmp_path / "link" / "new"), str(tmp_path / "a" / "new"))
 
 
 def test_azure_urls_normalised(monkeypatch):
@@ -204,34 +204,34 @@ def test_azure_urls_normalised(monkeypatch):
         "az://data/out/x.bin",  # account from AZURE_STORAGE_ACCOUNT_NAME
         "abfs://data/./out/x.bin",
     ]
-    places = {fsutil.resolve_location(u) for u in same}
+    places = {locations.resolve_location(u) for u in same}
     assert places == {"azure://acct/data/out/x.bin"}
     assert all("SECRET" not in p for p in places)
-    assert fsutil.same_location(same[1], same[3])
+    assert locations.same_location(same[1], same[3])
     for other in ["https://other.blob.core.windows.net/data/out/x.bin",   # another account
                   "https://acct.blob.core.windows.net/data2/out/x.bin",   # another container
                   "https://acct.blob.core.windows.net/data/out/X.bin",    # blob names are cased
                   "https://acct.blob.core.windows.net/data/out/x.idx"]:
-        assert not fsutil.same_location(other, same[0]), other
-    assert (fsutil.resolve_location("http://127.0.0.1:10000/devstoreaccount1/c/a/./b?sig=s")
+        assert not locations.same_location(other, same[0]), other
+    assert (locations.resolve_location("http://127.0.0.1:10000/devstoreaccount1/c/a/./b?sig=s")
             == "azure://devstoreaccount1/c/a/b")
 
 
 def test_other_urls_normalised():
-    assert fsutil.resolve_location("s3://bucket/a//b/./c/../d?versionId=1#frag") == \
+    assert locations.resolve_location("s3://bucket/a//b/./c/../d?versionId=1#frag") == \
         "s3://bucket/a/b/d"
-    assert fsutil.same_location("memory://x/./y", "memory://x/y")
-    assert not fsutil.same_location("memory://x/y", "memory://x/z")
-    assert not fsutil.same_location("memory://x/y", "/x/y")
+    assert locations.same_location("memory://x/./y", "memory://x/y")
+    assert not locations.same_location("memory://x/y", "memory://x/z")
+    assert not locations.same_location("memory://x/y", "/x/y")
 
 
 def test_refusal_names_both_paths_and_the_fix(tmp_path):
     (tmp_path / "f").write_bytes(b"x")
-    with pytest.raises(fsutil.SameLocationError) as info:
-        fsutil.refuse_same_location([str(tmp_path) + "/./f"], [str(tmp_path / "g"),
+    with pytest.raises(locations.SameLocationError) as info:
+        locations.refuse_same_location([str(tmp_path) + "/./f"], [str(tmp_path / "g"),
                                                                str(tmp_path / "f")], flag="--out")
     message = str(info.value)
     assert str(tmp_path / "f") in message and str(tmp_path) + "/./f" in message
     assert "choose another --out" in message and "\n" not in message
     assert info.value.exit_status == 2
-    fsutil.refuse_same_location([str(tmp_path / "new")], [str(tmp_path / "f")], flag="--out")
+    locations.refuse_same_location([str(tmp_path / "new")], [str(tmp_path / "f")], flag="--out")

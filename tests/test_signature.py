@@ -1,5 +1,5 @@
 """`python -m pipelines.signature` and the --input expansion shared by count, blend and merge
-(dataio.dataset.find_datasets)."""
+(dataio.dataset_find.find_datasets)."""
 
 import json
 import os
@@ -8,7 +8,8 @@ import fsspec
 import numpy as np
 import pytest
 
-from dataio import dataset, indexed, readers
+from dataio import indexed, readers
+from dataio import dataset_find
 from pipelines import signature
 
 NAMES = ["en_web_a_split_00010_text_document_dc=1_sc=1_tc=2",
@@ -73,13 +74,13 @@ def test_fsspec_url_in_and_out(tmp_path):
 def test_expand_inputs_forms(tmp_path):
     folder = _folder(tmp_path / "tok")
     every = sorted(str(folder / n) for n in NAMES)
-    assert dataset.find_datasets([str(folder)]) == every
-    assert dataset.find_datasets([str(folder / "*")]) == every  # metadata.json ignored
-    assert dataset.find_datasets([str(folder / "en_*.bin"), str(folder / "en_*.idx")]) == \
+    assert dataset_find.find_datasets([str(folder)]) == every
+    assert dataset_find.find_datasets([str(folder / "*")]) == every  # metadata.json ignored
+    assert dataset_find.find_datasets([str(folder / "en_*.bin"), str(folder / "en_*.idx")]) == \
         [p for p in every if "/en_" in p]
-    assert dataset.find_datasets([str(folder / NAMES[1])]) == [str(folder / NAMES[1])]
+    assert dataset_find.find_datasets([str(folder / NAMES[1])]) == [str(folder / NAMES[1])]
     with pytest.raises(readers.InputError, match="no .bin/.idx datasets match"):
-        dataset.find_datasets([str(folder / "zz_*")])
+        dataset_find.find_datasets([str(folder / "zz_*")])
 
 
 def test_file_urls(tmp_path):
@@ -87,5 +88,5 @@ def test_file_urls(tmp_path):
     out = tmp_path / "signature.json"
     assert signature.run(["--input", f"file://{folder}", "--output", f"file://{out}"]) == 0
     assert json.loads(out.read_text()) == sorted(NAMES)
-    assert [os.path.basename(p) for p in dataset.find_datasets([f"file://{folder}/en_*.idx"])] \
+    assert [os.path.basename(p) for p in dataset_find.find_datasets([f"file://{folder}/en_*.idx"])] \
         == sorted(n for n in NAMES if n.startswith("en_"))

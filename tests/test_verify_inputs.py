@@ -14,6 +14,7 @@ import pytest
 
 from megatron_reference import read_pair
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import readers
 from pipelines import _tokenize_plan as planner
 from test_tokenize import committed, run_job
@@ -96,11 +97,11 @@ def test_content_hash_streams_any_size(tmp_path):
     data = os.urandom(3 * (8 << 20) + 17)  # crosses the 8 MiB read size
     (tmp_path / "big").write_bytes(data)
     (tmp_path / "empty").write_bytes(b"")
-    assert fsutil.content_hash(str(tmp_path / "big")) == \
+    assert file_hashes.content_hash(str(tmp_path / "big")) == \
         "sha256:" + hashlib.sha256(data).hexdigest()
-    assert fsutil.content_hash("file://" + str(tmp_path / "empty")) == \
+    assert file_hashes.content_hash("file://" + str(tmp_path / "empty")) == \
         "sha256:" + hashlib.sha256(b"").hexdigest()
-    hashes = fsutil.content_hashes([str(tmp_path / "big"), str(tmp_path / "missing")])
+    hashes = file_hashes.content_hashes([str(tmp_path / "big"), str(tmp_path / "missing")])
     assert hashes[str(tmp_path / "missing")] is None  # its reader fails its shards instead
     fsutil.write_bytes_atomic("memory://h6/x", b"abc")  # a URL: read through open_file
-    assert fsutil.content_hash("memory://h6/x") == "sha256:" + hashlib.sha256(b"abc").hexdigest()
+    assert file_hashes.content_hash("memory://h6/x") == "sha256:" + hashlib.sha256(b"abc").hexdigest()

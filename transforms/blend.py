@@ -33,7 +33,8 @@ import shlex
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from dataio import errors, naming
+from runtime import errors
+from dataio import naming
 
 
 class BlendError(errors.TokenbeamError, ValueError):

@@ -1,4 +1,5 @@
-"""The coder of the pipeline's batch elements (DocumentBatch, TokenBatch).
+"""The coder of the pipeline's batch elements (DocumentBatch, TokenBatch: dataio/elements.py),
+registered by the transforms that emit them (transforms/read.py, transforms/tokenize.py).
 
 Beam's workers estimate the size of the elements of every PCollection for their metrics by
 encoding a sample of them (the first 10, then about 10/N of the N-th: opcounters.py). With the
@@ -14,7 +15,6 @@ import pickle
 
 import apache_beam as beam
 
-from transforms.documents import DocumentBatch
 
 
 class BatchCoder(beam.coders.Coder):
@@ -35,6 +35,3 @@ def register(*types) -> None:
     """Use :class:`BatchCoder` for PCollections whose element type hint is one of ``types``."""
     for t in types:
         beam.coders.registry.register_coder(t, BatchCoder)
-
-
-register(DocumentBatch)

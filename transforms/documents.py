@@ -24,6 +24,7 @@ from typing import Iterator, Sequence
 import orjson
 
 from dataio import readers
+from dataio.elements import DocumentBatch, WorkItem
 
 ERRORS_TAG = "errors"
 FAILED_TAG = "failed"
@@ -128,44 +129,6 @@ def snippet(data) -> str:
     return json.dumps(data, ensure_ascii=False, default=str)[:_SNIPPET]
 
 
-@dataclasses.dataclass
-class DocumentBatch:
-    """Consecutive good documents of one work item. ``texts[key][i]`` = document i's value: a
-    string, or a list of strings (pre-split sentences)."""
-
-    stem: str
-    item: int
-    batch: int
-    texts: dict[str, list[str | list[str]]]
-    ids: list[str | None]  # document ids (for holdout), None where there is none
-    num_bytes: int
-    # Where each document came from, for the bad records the tokenize step finds: the input
-    # path, each document's 1-based line (row for Parquet; None where a byte range did not start
-    # at 0, resolved only when reported) and byte offset (row index for Parquet).
-    path: str = ""
-    lines: list[int | None] = dataclasses.field(default_factory=list)
-    offsets: list[int] = dataclasses.field(default_factory=list)
-    # Where the item's parts are kept: (stem folder, item key) of dataio/parts.py, or () for this
-    # run's temporaries; and the item's mark (dataio/parts.py ItemMark) on the batch that
-    # carries one (no documents).
-    place: tuple = ()
-    mark: object = None
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def estimated_size(self) -> int:
-        """Bytes, roughly, for Beam's metrics (transforms/coders.py): the documents' JSON size."""
-        return self.num_bytes
-
-    def bad_record(self, index: int, reason: str, *, key: str) -> "BadRecordReport":
-        """The report for document ``index`` of this batch, found bad for ``key`` after reading."""
-        line, offset = self.lines[index], self.offsets[index]
-        if line is None:  # only uncompressed JSONL ranges start past byte 0
-            line = readers.line_number_at(self.path, offset)
-        return BadRecordReport(self.path, line, offset, reason, snippet(self.texts[key][index]))
-
-
 @dataclasses.dataclass(frozen=True)
 class BadRecordReport:
     file: str
@@ -176,6 +139,15 @@ class BadRecordReport:
 
     def as_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def batch_bad_record(batch: DocumentBatch, index: int, reason: str, *, key: str
+                     ) -> BadRecordReport:
+    """The report for document ``index`` of ``batch``, found bad for ``key`` after reading."""
+    line, offset = batch.lines[index], batch.offsets[index]
+    if line is None:  # only uncompressed JSONL ranges start past byte 0
+        line = readers.line_number_at(batch.path, offset)
+    return BadRecordReport(batch.path, line, offset, reason, snippet(batch.texts[key][index]))
 
 
 def bad_record_error(report: BadRecordReport) -> BadRecord:
@@ -192,7 +164,7 @@ class FailedShard:
 
 
 class _Batcher:
-    def __init__(self, item: readers.WorkItem, keys, *, max_docs: int, max_bytes: int):
+    def __init__(self, item: WorkItem, keys, *, max_docs: int, max_bytes: int):
         self.item, self.keys, self.max_docs, self.max_bytes = item, keys, max_docs, max_bytes
         self.number = 0
         self._reset()
@@ -224,7 +196,7 @@ class _Batcher:
         return batch
 
 
-def read_documents(item: readers.WorkItem, keys: Sequence[str], *, id_key: str | None = None,
+def read_documents(item: WorkItem, keys: Sequence[str], *, id_key: str | None = None,
                    max_docs: int = 2048, max_bytes: int = 8 << 20) -> Iterator:
     """Yield DocumentBatch for good records and BadRecordReport for bad ones, in input order."""
     batcher = _Batcher(item, keys, max_docs=max_docs, max_bytes=max_bytes)
@@ -275,13 +247,3 @@ def _json_id(line: bytes, id_key: str) -> str | None:
     except orjson.JSONDecodeError:
         value = json.loads(line.decode("utf-8")).get(id_key)
     return None if value is None else str(value)
-
-
-def __getattr__(name: str):
-    # The Beam shell (transforms/read.py), imported on first use: planning reads documents
-    # through read_documents without importing Beam.
-    if name in ("ReadDocuments", "_ReadDocumentsFn"):
-        from transforms import read
-
-        return getattr(read, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

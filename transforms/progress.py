@@ -8,7 +8,7 @@ Who prints what (:class:`ProgressPlan`, decided by the driver):
 
 * one local process (the in-process runner): its :class:`Meter`, whose counts are the job's;
 * ``--workers N`` local processes (``folder`` set): each worker's :class:`Meter` only notes its
-  counts in a file of the driver's private folder (:func:`dataio.workers.note_counts`), and the
+  counts in a file of the driver's private folder (:func:`runtime.workers.note_counts`), and the
   driver's :class:`JobProgress` adds them up and prints the job's line (or bar): documents,
   bytes and tokens of all workers, rates since the first batch anywhere, and the ETA of the
   job's remaining bytes at that rate;
@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 
-from dataio import errors, log, workers
+from runtime import errors, log, workers
 
 MB = 10**6  # the unit of every size and rate tokenbeam prints
 # A local worker notes its counts at most this often (a note is a small file written and

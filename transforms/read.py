@@ -6,23 +6,24 @@ from __future__ import annotations
 import apache_beam as beam
 
 from dataio import fs as fsutil
-from dataio import parts, readers, workers
-from transforms import coders  # noqa: F401 - registers the DocumentBatch coder
-from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, DocumentBatch,
-                                  FailedShard, bad_record_error, read_documents)
+from dataio.storage_fn import StorageDoFn
+from dataio import parts, readers
+from runtime import workers
+from dataio.elements import DocumentBatch, WorkItem
+from transforms import coders
+from transforms.documents import (ERRORS_TAG, FAILED_TAG, BadRecordReport, FailedShard,
+                                  bad_record_error, read_documents)
+
+coders.register(DocumentBatch)
 
 
-class _ReadDocumentsFn(beam.DoFn):
+class _ReadDocumentsFn(StorageDoFn):
     def __init__(self, keys, *, id_key, on_bad_record, max_docs, max_bytes, storage, output=""):
         self._keys, self._id_key, self._on_bad = list(keys), id_key, on_bad_record
         self._max_docs, self._max_bytes = max_docs, max_bytes
         self._storage, self._output = storage, output
 
-    def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
-
-    def process(self, item: readers.WorkItem):
+    def process(self, item: WorkItem):
         plan = item.keep if self._output else None
         key = parts.item_key(item.index, item.start, item.end, item.row_groups) if plan else ""
         if plan is not None and key in plan.done:
@@ -56,7 +57,7 @@ class _ReadDocumentsFn(beam.DoFn):
         if mark is not None:
             yield self._marked(item, mark)
 
-    def _replay(self, item: readers.WorkItem, mark: parts.ItemMark):
+    def _replay(self, item: WorkItem, mark: parts.ItemMark):
         """An item an earlier run finished: what it found bad when reading, then its mark."""
         for found in mark.record.get("bad_read", ()):
             report = BadRecordReport(**found)
@@ -65,12 +66,12 @@ class _ReadDocumentsFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ERRORS_TAG, (item.stem, report))
         yield self._marked(item, mark)
 
-    def _marked(self, item: readers.WorkItem, mark: parts.ItemMark) -> DocumentBatch:
+    def _marked(self, item: WorkItem, mark: parts.ItemMark) -> DocumentBatch:
         return DocumentBatch(item.stem, item.index, -1, {k: [] for k in self._keys}, [], 0,
                              item.path, place=(mark.plan.folder, mark.key), mark=mark)
 
 
-def _file_bytes(item: readers.WorkItem, plan: parts.StemPlan) -> int:
+def _file_bytes(item: WorkItem, plan: parts.StemPlan) -> int:
     """The item's share of its file's size: its byte range, or the file over its items."""
     size = item.size or 0
     if item.end is not None:
@@ -86,7 +87,7 @@ def _parts_present(output: str, folder: str, key: str, record: dict) -> bool:
                for p in record["parts"] for ext, size in ((".bin", "bin_size"), (".idx", "idx_size")))
 
 
-def _describe(item: readers.WorkItem) -> str:
+def _describe(item: WorkItem) -> str:
     """``reading a.jsonl bytes 0-1000`` and the like: the work item, for a person."""
     if item.row_groups:
         where = f" row groups {item.row_groups[0]}-{item.row_groups[-1]}"

@@ -50,9 +50,11 @@ from typing import Iterable, Iterator, Sequence
 import apache_beam as beam
 import orjson
 
-from dataio import errors, faults
+from runtime import errors, faults
 from dataio import fs as fsutil
-from dataio import jsonl_sink, naming, readers, workers
+from dataio import jsonl_sink, naming, readers
+from runtime import workers
+from dataio.elements import WorkItem
 
 FIELD_FLAGS = ("language", "domain", "subdomain")
 SPLIT = "split"
@@ -293,7 +295,7 @@ def row_to_line(row: dict) -> bytes:
 
 
 def _parquet_lines(path: str, row_groups: Iterable[int], *,
-                   planned: readers.WorkItem | None = None) -> Iterator[tuple[int, list[bytes]]]:
+                   planned: WorkItem | None = None) -> Iterator[tuple[int, list[bytes]]]:
     """``(row group, its rows as JSON lines)`` in batches, for the given row groups in order.
     With ``planned`` (the file as measured), raises :class:`readers.InputChangedError` once the
     rows are read if the file is no longer that one."""
@@ -358,10 +360,10 @@ def measure_or_fail(source: Source) -> Measured:
 
 
 def _whole_file(path: str, fmt: str, start: int = 0, end: int | None = None, *,
-                size: int | None = None, version: str = "") -> readers.WorkItem:
+                size: int | None = None, version: str = "") -> WorkItem:
     """A work item reading ``path`` (``size`` and ``version``: the file as found, which the
     reader confirms once it has read it; None: not checked)."""
-    return readers.WorkItem(path=path, stem=readers.file_stem(path), format=fmt, index=0,
+    return WorkItem(path=path, stem=readers.file_stem(path), format=fmt, index=0,
                             start=start, end=end, size=size, version=version)
 
 
@@ -391,7 +393,7 @@ def piece_documents(piece: Piece) -> Iterator[bytes]:
         readers.confirm_unchanged(planned)  # also when the loop stopped before the file's end
 
 
-def _parquet_piece(piece: Piece, planned: readers.WorkItem | None) -> Iterator[bytes]:
+def _parquet_piece(piece: Piece, planned: WorkItem | None) -> Iterator[bytes]:
     offsets = dict(piece.units)
     current, offset = None, 0
     for g, lines in _parquet_lines(piece.path, [g for g, _ in piece.units], planned=planned):

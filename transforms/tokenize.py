@@ -37,41 +37,16 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import coders, progress
-from transforms.documents import ERRORS_TAG, BadRecordReport, DocumentBatch, bad_record_error
+from transforms.documents import (ERRORS_TAG, BadRecordReport, bad_record_error,
+                                  batch_bad_record)
+from dataio.elements import DocumentBatch, TokenBatch
+from dataio.storage_fn import StorageDoFn
 from transforms.tokenize_config import TokenizeConfig  # noqa: F401 (its public name here too)
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
 # Texts (documents, or sentences with --split-sentences) that the fast backend's routing sent to
 # the reference tokenizer because the fast one would give other ids for them.
 ROUTED_TO_REFERENCE = beam.metrics.Metrics.counter("tokenize", "texts_routed_to_reference")
-
-
-@dataclasses.dataclass(kw_only=True)
-class TokenBatch:
-    """Documents of one batch for one shard: flat tokens, every sequence's length, and the
-    number of sequences of each document (0 = empty document)."""
-
-    shard: str  # relative shard name without counts, e.g. "holdout/x_text_document"
-    item: int
-    batch: int
-    tokens: np.ndarray
-    sequence_lengths: np.ndarray
-    sequences_per_document: np.ndarray
-    num_bytes: int
-    place: tuple = ()  # as DocumentBatch.place
-    mark: object = None  # as DocumentBatch.mark: a batch of no tokens that carries it
-
-    @property
-    def order(self) -> tuple[int, int]:
-        return self.item, self.batch
-
-    @property
-    def documents(self) -> int:
-        return len(self.sequences_per_document)
-
-    def estimated_size(self) -> int:
-        """Bytes, roughly, for Beam's metrics (transforms/coders.py)."""
-        return self.tokens.nbytes + self.sequence_lengths.nbytes + self.sequences_per_document.nbytes
 
 
 def assemble(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarray,
@@ -155,7 +130,7 @@ coders.register(TokenBatch)
 ShardNames = Mapping[tuple[str, str, bool], str]  # (stem, key, holdout?) -> relative shard name
 
 
-class _TokenizeFn(beam.DoFn):
+class _TokenizeFn(StorageDoFn):
     def __init__(self, spec: TokenizerSpec, config: TokenizeConfig, *, shard_names: ShardNames,
                  on_bad_record="skip", storage=None):
         self._spec, self._config, self._storage = spec, config, storage
@@ -163,8 +138,7 @@ class _TokenizeFn(beam.DoFn):
         self._on_bad_record = on_bad_record
 
     def setup(self):
-        if self._storage is not None:
-            self._storage.apply()
+        super().setup()
         self._tok = load_tokenizer(self._spec)
         self._eod = self._tok.eod if self._config.append_eod else None
         self._split: Callable[[str], list[str]] | None = None
@@ -251,7 +225,7 @@ class _TokenizeFn(beam.DoFn):
         if bad:
             for d in sorted(bad):
                 key, reason = bad[d]
-                report = batch.bad_record(d, reason, key=key)
+                report = batch_bad_record(batch, d, reason, key=key)
                 if self._on_bad_record == "fail":
                     raise bad_record_error(report)
                 if batch.place:  # kept in the item's mark, which comes after its last batch

@@ -13,6 +13,7 @@ azure; azure.configure_from_options(...)`` is the way in:
 - :mod:`~dataio.azure.lease`: :func:`acquire_lease`, one run at a time per output;
   :func:`renew_lease`, the proof (from any process) that a run still holds it.
 - :mod:`~dataio.azure.storage_errors`: retries announced, storage faults as one line.
+- :mod:`~dataio.azure.scheme`: these URLs as a :mod:`dataio.fs` scheme (registered on import).
 - :mod:`~dataio.azure.state`: the one object, :data:`STATE`, holding everything this process
   remembers (secrets, the worker plan, resolved storage options, per-account facts);
   :func:`reset` forgets it.
@@ -27,20 +28,21 @@ each function imports what it calls.
 
 from dataio.azure.commit import replace
 from dataio.azure.credentials import (METHOD_TITLES, AzureCredentialError, absorb_sas,
-                                      configure_from_options, configure_worker,
+                                      configure_from_options,
                                       filesystem_and_path, method_for, prepare_argv, reset,
                                       with_account)
 from dataio.azure.lease import (BlobLease, LeaseHeldError, LeaseLostError, acquire_lease,
                                 renew_lease)
 from dataio.azure.state import (DEFAULT_BLOCK_SIZE, METHODS, PLAN_ENV, SECRETS_ENV, STATE,
-                                AzurePlan, AzureState)
+                                AzurePlan, AzureState, configure_worker)
+from dataio.azure.scheme import AzureScheme
 from dataio.azure.urls import (AZURE_PROTOCOLS, DEV_ACCOUNT, AzureLocation, AzurePathError,
                                is_azure_url, parse, parse_connection_string, strip_sas, url_like)
 
 __all__ = [
     "AZURE_PROTOCOLS", "DEFAULT_BLOCK_SIZE", "DEV_ACCOUNT", "METHODS", "METHOD_TITLES",
     "PLAN_ENV", "SECRETS_ENV", "STATE",
-    "AzureCredentialError", "AzureLocation", "AzurePathError", "AzurePlan", "AzureState",
+    "AzureCredentialError", "AzureLocation", "AzureScheme", "AzurePathError", "AzurePlan", "AzureState",
     "BlobLease", "LeaseHeldError", "LeaseLostError",
     "absorb_sas", "acquire_lease", "configure_from_options", "configure_worker",
     "filesystem_and_path", "is_azure_url", "method_for", "parse", "parse_connection_string",

@@ -18,14 +18,14 @@ Contract:
   one (a SAS past its ``se=`` expiry named first). A container that does not exist raises
   :func:`dataio.azure.storage_errors.container_missing` (exit 2) at once. It returns an :class:`~dataio.azure.state.AzurePlan` to hand to workers.
 - :func:`prepare_argv` is the first thing a job runs: secret flags leave argv
-  (:func:`dataio.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
+  (:func:`runtime.redact.split_secret_flags`) and SAS queries leave URLs before Beam parses it.
   A secret given on the command line is readable by every local user (``ps``,
   ``/proc/PID/cmdline``) for as long as the job runs: one ``warning:`` line says so and names
   the ways that never put a secret on a command line, the environment variables above and the
   file flags (:data:`SECRET_FILE_FLAGS`, read by :func:`read_secret_file`).
   Secrets given by flag or URL are put into this process's environment so that worker
   processes forked or spawned from it (DirectRunner multi-processing, a local worker pool,
-  sbatch with ``--export=ALL``) inherit them. A worker calls :func:`configure_worker`
+  sbatch with ``--export=ALL``) inherit them. A worker calls :func:`~dataio.azure.state.configure_worker`
   (``DoFn.setup``) or simply opens a path: resolution then happens lazily, from the plan and
   the environment, with no check. Cluster workers elsewhere get their secret the same way any
   Azure SDK does: environment variables set on the worker, or a managed identity. The plan
@@ -34,7 +34,7 @@ Contract:
   worker reads a URL as the same blob; where that method is not configured on the worker's
   machine (its nodes have their own credential), the others are tried in order, each checked
   with one request as on the driver.
-- Every secret seen is registered with :func:`dataio.redact.register_secret`.
+- Every secret seen is registered with :func:`runtime.redact.register_secret`.
 - What was resolved lives in :data:`dataio.azure.state.STATE`; :func:`reset` forgets it.
 """
 
@@ -47,9 +47,9 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from dataio import redact as redactor
+from runtime import redact as redactor
 from dataio.azure import storage_errors
-from dataio.errors import ConfigError
+from runtime.errors import ConfigError
 from dataio.azure.state import DEFAULT_BLOCK_SIZE, METHODS, STATE, AzurePlan
 from dataio.azure.urls import (AZURE_PROTOCOLS, AzureLocation, AzurePathError,
                                connection_string_account, connection_string_endpoint,
@@ -107,7 +107,7 @@ def absorb_sas(url: str) -> str:
 def prepare_argv(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """The first thing a job's ``run(argv)`` calls: returns argv with no secret left in it, and
     the secret options by name. Secret flags are taken out
-    (:func:`dataio.redact.split_secret_flags`); an Azure URL carrying a SAS query
+    (:func:`runtime.redact.split_secret_flags`); an Azure URL carrying a SAS query
     (``--input=https://acct.blob.core.windows.net/c/x?sv=...&sig=...``)
     loses its query, which is remembered as that container's SAS. Everything downstream (Beam's
     options, path joins, metadata.json, job scripts) then only ever sees clean URLs."""
@@ -137,7 +137,7 @@ def warn_visible_secrets(where: Sequence[str]) -> None:
 
 def read_secret_file(path: str, flag: str) -> str:
     """The secret in the file ``path`` (given as ``flag``), without its trailing newline.
-    Raises :class:`dataio.errors.ConfigError` (one line naming the flag) when the file cannot
+    Raises :class:`runtime.errors.ConfigError` (one line naming the flag) when the file cannot
     be read or holds nothing."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -254,15 +254,6 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
         STATE.install_plan(plan)
         STATE.export_to_environment()
         return plan
-
-
-def configure_worker(plan: AzurePlan | None = None) -> None:
-    """On a worker (``DoFn.setup``): adopt the driver's plan; secrets come from the
-    environment. Cheap and idempotent; paths resolve lazily on first use."""
-    with STATE.lock:
-        if plan is not None and STATE.plan != plan:
-            STATE.install_plan(plan)
-        STATE.load_environment()
 
 
 def _remember_url_sas(loc: AzureLocation) -> None:

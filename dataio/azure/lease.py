@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 
-from dataio import errors, log
-from dataio import redact as redactor
+from runtime import errors, log
+from runtime import redact as redactor
 from dataio.azure.credentials import default_credential, location_and_options
 from dataio.azure.storage_errors import retry_policy
 from dataio.azure.urls import AzurePathError

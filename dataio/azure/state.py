@@ -23,7 +23,8 @@ import os
 import threading
 from typing import Any
 
-from dataio import redact as redactor
+from runtime import log
+from runtime import redact as redactor
 
 METHODS = ("sas", "account-key", "connection-string", "default")
 SECRETS_ENV = "TOKENBEAM_AZURE_SECRETS"
@@ -50,11 +51,8 @@ class AzurePlan:
 
     def apply(self) -> None:
         """Adopt this plan in the current process (a worker's ``DoFn.setup``)."""
-        from dataio import azure   # through the package: the name tests stand in for
-        from dataio import log
-
-        log.ensure()   # a cluster worker's log: no line per Azure request (dataio/log.py)
-        azure.configure_worker(self)
+        log.ensure()   # a cluster worker's log: no line per Azure request (runtime/log.py)
+        configure_worker(self)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -157,3 +155,12 @@ class AzureState:
 
 
 STATE = AzureState()
+
+
+def configure_worker(plan: AzurePlan | None = None) -> None:
+    """On a worker (``DoFn.setup``): adopt the driver's plan; secrets come from the
+    environment. Cheap and idempotent; paths resolve lazily on first use."""
+    with STATE.lock:
+        if plan is not None and STATE.plan != plan:
+            STATE.install_plan(plan)
+        STATE.load_environment()

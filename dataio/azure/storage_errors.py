@@ -9,14 +9,14 @@ Contract:
   further :data:`ANNOUNCE_EVERY_SECONDS` of it (a storage outage is never silent); a request that
   gets through after retrying says so.
 - A request still failing to connect after its retries raises :class:`StorageUnreachableError`
-  ("storage at HOST unreachable for N s"), a :class:`~dataio.errors.RunError`.
-- :func:`classify` (called by :func:`dataio.errors.describe`, the one place that turns errors
+  ("storage at HOST unreachable for N s"), a :class:`~runtime.errors.RunError`.
+- :func:`classify` (called by :func:`runtime.errors.describe`, the one place that turns errors
   into lines) maps what the Azure SDK, aiohttp or adlfs raise to a one-line
   :class:`StorageError`: the credential rejected (a SAS: "SAS rejected: expired?"), access
   refused (403), a container or blob gone (404), the service failing (5xx), unreachable. Each
-  ends with :data:`dataio.errors.RESUME_HINT`. A container is "gone mid-run" only when this run
+  ends with :data:`runtime.errors.RESUME_HINT`. A container is "gone mid-run" only when this run
   checked it at its start; else it never existed: :func:`container_missing`, a
-  :class:`~dataio.errors.ConfigError` (exit 2), also what the start's credential check raises.
+  :class:`~runtime.errors.ConfigError` (exit 2), also what the start's credential check raises.
   :func:`expired_sas` is the one reader of a SAS's expiry (mid-run and at the start). :func:`classify_text` does the same for a
   worker's exception that reaches the driver as text only.
 
@@ -32,7 +32,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from dataio import errors, log
+from runtime import errors, log
 
 RETRIES_ENV = "TOKENBEAM_AZURE_RETRIES"
 BACKOFF_ENV = "TOKENBEAM_AZURE_RETRY_BACKOFF"
@@ -261,7 +261,7 @@ def expired_sas(tokens=None) -> str | None:
 def _message(kind: str, *, status: int | None, code: str | None, detail: str,
              where: str) -> errors.TokenbeamError | None:
     """The one-line error for a storage fault of ``kind`` ("auth", "http", "unreachable")."""
-    from dataio import redact
+    from runtime import redact
 
     detail = redact.redact(detail)
     if ". " in detail:   # the service's first sentence says it; the rest is boilerplate
@@ -307,7 +307,7 @@ def container_missing(account: str | None, container: str,
                       url: str = "") -> ContainerMissingError:
     """The error for a container that does not exist (a configuration error: a rerun cannot
     help); ``url``: the path that names it."""
-    from dataio import redact
+    from runtime import redact
 
     account = account or "?"
     at = f" ({redact.redact(url)})" if url else ""
@@ -398,3 +398,6 @@ def classify_text(name: str, message: str, text: str) -> errors.TokenbeamError |
                "ResourceModifiedError"):
         return _message("http", status=status, code=code, detail=_first_line(message), where="")
     return None
+
+
+errors.register_storage_errors(classify, classify_text)

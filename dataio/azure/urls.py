@@ -12,7 +12,7 @@ plus the path ``container/blob`` inside it):
 
 Contract: :func:`parse` returns ``None`` for a URL that is not Azure's and raises
 :class:`AzurePathError` for an Azure URL it cannot use. A SAS query is kept apart from the
-path (``AzureLocation.sas``, never in its repr) and registered with :mod:`dataio.redact`.
+path (``AzureLocation.sas``, never in its repr) and registered with :mod:`runtime.redact`.
 Connection strings are read here too (:func:`parse_connection_string`). No network access.
 """
 
@@ -23,7 +23,7 @@ import os
 import re
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from dataio import redact as redactor
+from runtime import redact as redactor
 from dataio.azure.state import STATE
 
 AZURE_PROTOCOLS = ("abfs", "abfss", "az")

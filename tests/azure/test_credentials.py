@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from dataio import azure, redact
+from dataio import azure
+from runtime import redact
 from dataio import fs as fsutil
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py

@@ -5,6 +5,7 @@ for local files)."""
 import pytest
 
 from dataio import azure, readers
+from dataio import discovery
 from transforms import documents
 
 
@@ -13,7 +14,7 @@ def test_blob_rewritten_after_planning_fails(azurite, container):
     client.upload_blob("corpus/a.jsonl", b'{"text": "x"}\n' * 100)
     azure.configure_from_options({"azure_connection_string": azurite.connection_string},
                                  paths=[azurite.url(container)])
-    items = readers.plan_items(readers.find_inputs([azurite.url(container, "corpus")]))
+    items = readers.plan_items(discovery.find_inputs([azurite.url(container, "corpus")]))
     assert items[0].version.startswith("etag:")
 
     def read_all():

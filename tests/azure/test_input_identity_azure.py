@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dataio import azure, readers
+from dataio import discovery
 
 
 def _parquet(rows) -> bytes:
@@ -27,7 +28,7 @@ def test_blobs_named_twice_and_spark_folders(azurite, container, capsys):
     azure.configure_from_options({"azure_connection_string": azurite.connection_string},
                                  paths=[azurite.url(container)])
     data = azurite.url(container, "data")
-    files = readers.discover([data, data + "/a.jsonl", data + "/*.jsonl"])
+    files = discovery.discover([data, data + "/a.jsonl", data + "/*.jsonl"])
     stems = [f.stem for f in files]
     assert stems == ["a", "t_part-00000-0a1b", "t_part-00001-0a1b"], files
     err = capsys.readouterr().err

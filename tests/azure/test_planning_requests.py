@@ -1,7 +1,8 @@
 """Discovery on Azure takes sizes and etags from the listing: a few requests for many blobs, and
 exactly the InputFiles (so the resume keys) that asking each blob gives."""
 
-from dataio import azure, readers
+from dataio import azure
+from dataio import discovery
 from dataio import fs as fsutil
 
 
@@ -12,11 +13,11 @@ def test_discover_lists_blobs_without_a_request_each(azurite, container):
     azure.configure_from_options({"azure_connection_string": azurite.connection_string},
                                  paths=[azurite.url(container)])
     corpus = azurite.url(container, "corpus")
-    expected = {p: readers._input_file(p) for p in fsutil.glob(corpus + "/*.jsonl")}
+    expected = {p: discovery._input_file(p) for p in fsutil.glob(corpus + "/*.jsonl")}
     assert len(expected) == 40 and all(f.version.startswith("etag:") for f in expected.values())
     for pattern in (corpus, corpus + "/part_*.jsonl"):
         before = len(azurite.settled_responses())
-        files = readers.discover([pattern])
+        files = discovery.discover([pattern])
         asked = len(azurite.settled_responses(before)) - before
         assert {f.path: f for f in files} == expected
         assert asked < 10, f"{asked} requests for 40 blobs"
@@ -84,12 +85,12 @@ def test_a_nested_corpus_folder_is_read_recursively_from_one_listing(azurite, co
                                  paths=[azurite.url(container)])
     data = azurite.url(container, "data")
     before = len(azurite.settled_responses())
-    files = readers.discover([data])
+    files = discovery.discover([data])
     asked = len(azurite.settled_responses(before)) - before
     for i in range(40):  # 40 more blobs in 8 more folders: no request more
         client.upload_blob(f"data/CC-MAIN-2025-{i % 8:02d}/{100 + i:03d}_00000.jsonl", b"{}\n")
     before = len(azurite.settled_responses())
-    assert len(readers.discover([data])) == 44
+    assert len(discovery.discover([data])) == 44
     asked_more = len(azurite.settled_responses(before)) - before
     assert [(f.path[len(data) + 1:], f.stem) for f in files] == [
         ("CC-MAIN-2024-10/000_00000.jsonl", "CC-MAIN-2024-10_000_00000"),
@@ -97,12 +98,12 @@ def test_a_nested_corpus_folder_is_read_recursively_from_one_listing(azurite, co
         ("CC-MAIN-2024-18/001_00000.jsonl", "001_00000"),
         ("CC-MAIN-2024-18/t.parquet/part-00000.parquet", "t_part-00000")]
     jsonl = [f for f in files if f.format == "jsonl"]
-    assert all(f.version == readers._input_file(f.path).version and
-               f.size == readers._input_file(f.path).size for f in jsonl)
+    assert all(f.version == discovery._input_file(f.path).version and
+               f.size == discovery._input_file(f.path).size for f in jsonl)
     # one recursive listing; what grows is a request or two per folder (the check for a reshard
     # manifest in each folder of inputs, jsonl_sink.refusal_of_inputs), never one per blob
     assert asked_more - asked < 40, f"{asked} requests for 6 blobs, {asked_more} for 46"
-    mirrored = readers.discover([data + "/"], layout="mirror")
+    mirrored = discovery.discover([data + "/"], layout="mirror")
     assert [f.stem for f in mirrored][:2] == ["CC-MAIN-2024-10/000_00000",
                                               "CC-MAIN-2024-18/000_00000"]
 

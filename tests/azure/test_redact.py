@@ -1,8 +1,8 @@
-"""dataio.redact: every secret shape is masked, ordinary text is left alone."""
+"""runtime.redact: every secret shape is masked, ordinary text is left alone."""
 
 import logging
 
-from dataio import redact as r
+from runtime import redact as r
 
 SIG = "tERpbBaVEHLDX5AgEjz0RE7bUUxNlvP3WaQ2uTzBcTI%3D"
 SAS = f"se=2030-01-01T00%3A00%3A00Z&sp=racwdl&sv=2026-10-06&sr=c&sig={SIG}"
@@ -106,10 +106,11 @@ def test_split_secret_flags_takes_both_forms_out_and_registers_the_values():
 def test_split_secret_flags_needs_a_value():
     import pytest
 
-    from dataio.errors import ConfigError
+    from runtime import errors
 
-    with pytest.raises(ConfigError, match="--azure-sas-token needs a value"):
+    with pytest.raises(ValueError, match="--azure-sas-token needs a value") as raised:
         r.split_secret_flags(["--input", "x", "--azure-sas-token"])
+    assert errors.describe(raised.value)[1] == errors.EXIT_USAGE
 
 
 def test_split_and_redact_argv_know_the_same_flags():

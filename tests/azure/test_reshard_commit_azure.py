@@ -6,6 +6,7 @@ import json
 import pytest
 
 from dataio import azure, jsonl_sink, readers
+from dataio import discovery
 from dataio import fs as fsutil
 
 
@@ -24,7 +25,7 @@ def test_manifest_commit_refusal_and_rollback_on_blob_storage(azurite, container
     manifest = jsonl_sink.read_manifest(out)
     assert manifest["complete"] and sorted(manifest["files"]) == [f"en_{k:02d}.jsonl"
                                                                  for k in range(3)]
-    assert len(readers.find_inputs([out])) == 3
+    assert len(discovery.find_inputs([out])) == 3
 
     # a second run killed after its first rename: its unfinished manifest, one shard in place
     temp2 = jsonl_sink.new_temporary_dir(out)
@@ -42,10 +43,10 @@ def test_manifest_commit_refusal_and_rollback_on_blob_storage(azurite, container
     fsutil.replace(fs, source, fsutil.filesystem_and_path(fsutil.join(out, "en_03.jsonl"))[1])
     fs.invalidate_cache()
     with pytest.raises(readers.InputError, match="unfinished reshard commit"):
-        readers.find_inputs([out])
+        discovery.find_inputs([out])
     assert "1 of 2 shard(s) had been renamed" in jsonl_sink.recover(out)
     fs.invalidate_cache()
-    assert sorted(f.path.rsplit("/", 1)[-1] for f in readers.find_inputs([out])) == \
+    assert sorted(f.path.rsplit("/", 1)[-1] for f in discovery.find_inputs([out])) == \
         [f"en_{k:02d}.jsonl" for k in range(3)]
     assert jsonl_sink.read_manifest(out) == manifest
     assert not fsutil.exists(adding[1][0])  # the dead run's temporaries are gone

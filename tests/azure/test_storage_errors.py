@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from dataio import errors, log
+from runtime import errors, log
 from dataio.azure import storage_errors
 
 

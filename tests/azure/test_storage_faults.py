@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from dataio import azure, errors, log
+from dataio import azure
+from runtime import errors, log
 from dataio import lock as output_lock
 from pipelines import tokenize
 from pipelines import validate

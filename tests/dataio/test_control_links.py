@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from dataio import fs as fsutil
-from dataio import dataset, indexed, jsonl_sink, lock, manifest
+from dataio import indexed, jsonl_sink, lock, manifest
+from dataio import dataset_find
 from pipelines import tokenize
 
 VICTIM_TEXT = b"victim: must stay as it is\n"
@@ -44,7 +45,7 @@ def test_control_names_cover_the_records():
     assert {manifest.COMMITS_DIR, manifest.FAILURES_DIR, manifest.ERRORS_DIR,
             manifest.METADATA_FILE, lock.TEMPORARY_DIR, lock.LOCK_NAME} <= set(lock.CONTROL_NAMES)
     # and the one folder of the output that shards are written to and deleted from
-    assert dataset.HOLDOUT_DIR in lock.CONTROL_NAMES
+    assert dataset_find.HOLDOUT_DIR in lock.CONTROL_NAMES
     assert sorted(lock.CONTROL_NAMES) == sorted(CONTROLS)
 
 

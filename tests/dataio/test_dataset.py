@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dataio import dataset as dsmod
+from dataio import dataset_find
 from dataio import indexed as ix
 from dataio.dataset import Window, get_dataset, shuffled_indices
 from pipelines import demo
@@ -455,17 +456,17 @@ def test_list_datasets_incomplete_modes(tmp_path, capsys):
     _pairs(folder / "holdout", ["h"])
     names = lambda found: [os.path.basename(p) for p in found]  # noqa: E731
     with pytest.raises(readers.InputError, match=r"b\.bin has no b\.idx.*--skip-incomplete") as info:
-        dsmod.list_datasets(str(folder))
+        dataset_find.list_datasets(str(folder))
     assert info.value.exit_status == 1
-    assert names(dsmod.list_datasets(str(folder), incomplete="skip")) == ["a"]
+    assert names(dataset_find.list_datasets(str(folder), incomplete="skip")) == ["a"]
     assert "warning: skipped" in capsys.readouterr().err
-    assert names(dsmod.list_datasets(str(folder), incomplete="keep")) == ["a", "b", "c"]
-    assert names(dsmod.list_datasets(str(folder), incomplete="idx")) == ["a", "c"]
-    assert dsmod.list_datasets(str(folder), incomplete="keep")[0] == str(folder / "a")
+    assert names(dataset_find.list_datasets(str(folder), incomplete="keep")) == ["a", "b", "c"]
+    assert names(dataset_find.list_datasets(str(folder), incomplete="idx")) == ["a", "c"]
+    assert dataset_find.list_datasets(str(folder), incomplete="keep")[0] == str(folder / "a")
     with pytest.raises(readers.InputError, match="is not a folder"):
-        dsmod.list_datasets(str(folder / "a.bin"))
+        dataset_find.list_datasets(str(folder / "a.bin"))
     with pytest.raises(ValueError, match="incomplete="):
-        dsmod.list_datasets(str(folder), incomplete="maybe")
+        dataset_find.list_datasets(str(folder), incomplete="maybe")
 
 
 def test_find_datasets_forms_and_duplicates(tmp_path):
@@ -473,22 +474,22 @@ def test_find_datasets_forms_and_duplicates(tmp_path):
 
     folder = _pairs(tmp_path / "d", ["x_2", "x_10", "y"])
     every = sorted(str(folder / n) for n in ("x_2", "x_10", "y"))
-    assert dsmod.find_datasets([str(folder)]) == every
-    assert dsmod.find_datasets([str(folder / "x_*.bin")]) == every[:2]
+    assert dataset_find.find_datasets([str(folder)]) == every
+    assert dataset_find.find_datasets([str(folder / "x_*.bin")]) == every[:2]
     # one dataset spelled three ways is found once
-    assert dsmod.find_datasets([str(folder / "y"), str(folder) + "/./y.idx",
+    assert dataset_find.find_datasets([str(folder / "y"), str(folder) + "/./y.idx",
                                 str(folder / "y.bin")]) == [str(folder / "y")]
     with pytest.raises(readers.InputError, match="no .bin/.idx datasets match") as info:
-        dsmod.find_datasets([str(folder / "z*")])
+        dataset_find.find_datasets([str(folder / "z*")])
     assert info.value.exit_status == 1
     # "keep" (validate): a path naming nothing stands for its prefix; an empty folder adds none
     (tmp_path / "empty").mkdir()
-    assert dsmod.find_datasets([str(tmp_path / "nothing.bin"), str(tmp_path / "empty")],
+    assert dataset_find.find_datasets([str(tmp_path / "nothing.bin"), str(tmp_path / "empty")],
                                incomplete="keep") == [str(tmp_path / "nothing")]
     os.remove(folder / "y.idx")
     with pytest.raises(readers.InputError, match=r"y\.bin has no y\.idx"):
-        dsmod.find_datasets([str(folder / "y.bin")])
-    assert dsmod.find_datasets([str(folder / "*")], incomplete="skip") == every[:2]
+        dataset_find.find_datasets([str(folder / "y.bin")])
+    assert dataset_find.find_datasets([str(folder / "*")], incomplete="skip") == every[:2]
 
 
 def test_find_datasets_on_urls():
@@ -498,16 +499,17 @@ def test_find_datasets_on_urls():
             mem.pipe(f"/find-test/{name}{ext}", b"")
     try:
         # paths keep the URL form that fsutil.glob gives ("memory:///find-test/...")
-        found = dsmod.find_datasets(["memory://find-test"])
+        found = dataset_find.find_datasets(["memory://find-test"])
         assert [p.rsplit("/find-test/", 1) for p in found] == [["memory://", "a"],
                                                                ["memory://", "b"]]
-        assert dsmod.find_datasets(["memory://find-test/b.idx"]) == [found[1]]
+        assert dataset_find.find_datasets(["memory://find-test/b.idx"]) == [found[1]]
     finally:
         mem.rm("/find-test", recursive=True)
 
 
 def test_input_error_is_one_class_with_its_status():
-    from dataio import errors, readers
+    from runtime import errors
+    from dataio import readers
 
     assert issubclass(readers.InputError, errors.ConfigError)
     assert readers.InputError("x").exit_status == errors.EXIT_USAGE

@@ -337,7 +337,7 @@ def test_count_dataset_checks_the_bin_size_only(tmp_path):
 
 
 def test_format_error_is_a_run_error():
-    from dataio import errors
+    from runtime import errors
 
     assert issubclass(ix.FormatError, errors.RunError) and issubclass(ix.FormatError, ValueError)
     assert errors.describe(ix.FormatError("x.idx: bad magic")) == ("x.idx: bad magic", 1)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import input_hashes
 
 
@@ -27,7 +27,7 @@ def _no_hashing(monkeypatch):
     def refuse(paths):
         raise AssertionError(f"hashed again: {paths}")
 
-    monkeypatch.setattr(fsutil, "content_hashes", refuse)
+    monkeypatch.setattr(file_hashes, "content_hashes", refuse)
 
 
 def test_an_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
@@ -59,8 +59,8 @@ def test_a_file_changed_close_to_its_hashing_is_not_remembered(tmp_path, monkeyp
     cached = json.loads(open(input_hashes.cache_path()).read())["files"]
     assert str(path) not in cached
     calls = []
-    real = fsutil.content_hashes
-    monkeypatch.setattr(fsutil, "content_hashes", lambda paths: calls.append(paths) or real(paths))
+    real = file_hashes.content_hashes
+    monkeypatch.setattr(file_hashes, "content_hashes", lambda paths: calls.append(paths) or real(paths))
     input_hashes.content_hashes([str(path)])
     assert calls == [[str(path)]]
 

@@ -8,7 +8,7 @@ import fsspec
 import pytest
 import zstandard
 
-from dataio import errors
+from runtime import errors
 from dataio import jsonl_sink
 
 LINES = [b'{"text": "one"}', b'{"text": "two \\u00e9"}', b"{}"]

@@ -19,7 +19,9 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from dataio import dataset, errors, indexed, jsonl_sink, manifest, readers
+from dataio import dataset, indexed, jsonl_sink, manifest
+from dataio import discovery
+from runtime import errors
 from dataio import fs as fsutil
 
 LIMIT_S = 60  # generous: each call takes milliseconds once it does not hang
@@ -139,7 +141,7 @@ def test_a_manifest_that_is_not_a_file_refuses_the_inputs(tmp_path, kind):
     (tmp_path / "a.jsonl").write_bytes(b'{"text": "a"}\n')
     manifest_file = tmp_path / jsonl_sink.MANIFEST_NAME
     _plant(manifest_file, kind)
-    _assert_refused(_finishes(lambda: readers.find_inputs([str(tmp_path)])), manifest_file, kind)
+    _assert_refused(_finishes(lambda: discovery.find_inputs([str(tmp_path)])), manifest_file, kind)
 
 
 # --- (b) a shard's .idx or .bin --------------------------------------------------------------

@@ -16,7 +16,9 @@ import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
 from dataio import fs as fsutil
+from dataio import file_hashes
 from dataio import readers, sink
+from dataio import discovery
 
 
 @pytest.fixture
@@ -44,11 +46,11 @@ def test_discover_asks_each_file_where_listings_may_say_otherwise(memory_corpus,
         asked.append(path)
         return original(self, path, **kwargs)
 
-    expected = {p: readers._input_file(p) for p in fsutil.glob(memory_corpus + "/*.jsonl")}
+    expected = {p: discovery._input_file(p) for p in fsutil.glob(memory_corpus + "/*.jsonl")}
     monkeypatch.setattr(MemoryFileSystem, "info", info)
     for pattern in (memory_corpus, memory_corpus + "/part_*.jsonl"):
         asked.clear()
-        files = readers.discover([pattern])
+        files = discovery.discover([pattern])
         assert {f.path: f for f in files} == expected
         assert len([p for p in asked if "part_0" in p]) == 200
     assert files[9].size == len(b'{"text": "x"}\n') * 10
@@ -70,8 +72,8 @@ def test_a_large_compressed_input_is_named_as_one_workers_work(tmp_path, monkeyp
     for name, size in (("small.jsonl.zst", 10), ("big.jsonl.zst", 4000)):
         (tmp_path / name).write_bytes(zstandard.compress(os.urandom(size)))
     (tmp_path / "plain.jsonl").write_bytes(b"x" * 5000)
-    monkeypatch.setattr(readers, "WHOLE_FILE_NOTE_BYTES", 1000)
-    files = readers.discover([str(tmp_path)])
+    monkeypatch.setattr(discovery, "WHOLE_FILE_NOTE_BYTES", 1000)
+    files = discovery.discover([str(tmp_path)])
     note = capsys.readouterr().err
     assert "1 compressed file(s)" in note and "big.jsonl.zst" in note
     items = readers.plan_items(files, split_bytes=1000)
@@ -82,7 +84,7 @@ def test_a_large_compressed_input_is_named_as_one_workers_work(tmp_path, monkeyp
 def test_plan_items_cuts_a_parquet_file_by_row_groups(tmp_path):
     path = str(tmp_path / "big.parquet")
     pq.write_table(pa.table({"text": [f"doc {i}" for i in range(100)]}), path, row_group_size=2)
-    (f,) = readers.discover([path])
+    (f,) = discovery.discover([path])
     assert len(readers.plan_items([f])) == 1  # 50 small row groups: under --split-bytes
     per_group = max(size for _, size in readers.parquet_row_groups(path))
     items = readers.plan_items([f], split_bytes=8 * per_group)  # by bytes: 8 groups or more
@@ -96,7 +98,7 @@ def test_plan_items_of_many_parquet_files_in_order_with_a_corrupt_one(tmp_path):
         pq.write_table(pa.table({"text": [f"doc {j}" for j in range(i + 1)]}),
                        str(tmp_path / f"p{i:02d}.parquet"), row_group_size=1)
     (tmp_path / "p05.parquet").write_bytes(b"PAR1 short")
-    files = readers.discover([str(tmp_path)])
+    files = discovery.discover([str(tmp_path)])
     per_group = max(size for _, size in readers.parquet_row_groups(str(tmp_path / "p11.parquet")))
     items = readers.plan_items(files, split_bytes=8 * per_group)
     one_by_one = [i for f in files for i in readers.plan_items([f], split_bytes=8 * per_group)]
@@ -121,10 +123,10 @@ def test_content_hashes_of_many_files_keep_the_order_and_map_unreadable_to_none(
         p.write_bytes(b"x" * i)
         paths.append(str(p))
     paths.append(str(tmp_path / "missing.jsonl"))
-    hashes = fsutil.content_hashes(paths)
+    hashes = file_hashes.content_hashes(paths)
     assert list(hashes) == paths
     assert hashes[paths[-1]] is None
-    assert hashes[paths[3]] == fsutil.content_hash(paths[3])
+    assert hashes[paths[3]] == file_hashes.content_hash(paths[3])
 
 
 def test_files_under_lists_nested_files_relative(tmp_path):

@@ -12,6 +12,8 @@ import pytest
 import zstandard
 
 from dataio import readers
+from dataio import discovery
+from dataio.elements import WorkItem
 
 RAW = b"".join(json.dumps({"text": "w" * (i % 300) + str(i)}).encode() + b"\n"
                for i in range(5000))
@@ -20,7 +22,7 @@ RAW = b"".join(json.dumps({"text": "w" * (i % 300) + str(i)}).encode() + b"\n"
 def _read(tmp_path, name, data):
     path = tmp_path / name
     path.write_bytes(data)
-    item = readers.WorkItem(path=str(path), stem=readers.file_stem(str(path)),
+    item = WorkItem(path=str(path), stem=readers.file_stem(str(path)),
                             format=readers.file_format(str(path)), index=0)
     return b"".join(r.data + b"\n" for r in readers.read_jsonl(item))
 
@@ -84,7 +86,7 @@ def test_short_parquet_is_planned_and_fails_in_the_reader(tmp_path):
 def test_symlink_loop_is_kept_as_a_failing_input(tmp_path):
     (tmp_path / "good.jsonl").write_bytes(RAW)
     os.symlink(tmp_path / "loop.jsonl", tmp_path / "loop.jsonl")
-    files = readers.discover([str(tmp_path)])
+    files = discovery.discover([str(tmp_path)])
     by_name = {os.path.basename(f.path): f for f in files}
     assert not by_name["good.jsonl"].error
     assert "Too many levels of symbolic links" in by_name["loop.jsonl"].error
@@ -93,19 +95,19 @@ def test_symlink_loop_is_kept_as_a_failing_input(tmp_path):
     with pytest.raises(readers.CorruptFileError, match="cannot read the file"):
         list(readers.read_jsonl(loop[0]))
     # named on its own it is taken literally and fails the same way later
-    assert readers.discover([str(tmp_path / "loop.jsonl")])[0].error
+    assert discovery.discover([str(tmp_path / "loop.jsonl")])[0].error
 
 
 def test_existing_path_with_glob_characters_is_literal(tmp_path):
     (tmp_path / "a[1].jsonl").write_bytes(RAW)
     (tmp_path / "a1.jsonl").write_bytes(RAW)
-    assert [f.path for f in readers.discover([str(tmp_path / "a[1].jsonl")])] == \
+    assert [f.path for f in discovery.discover([str(tmp_path / "a[1].jsonl")])] == \
         [str(tmp_path / "a[1].jsonl")]
-    assert [f.path for f in readers.discover([str(tmp_path / "a[0-9].jsonl")])] == \
+    assert [f.path for f in discovery.discover([str(tmp_path / "a[0-9].jsonl")])] == \
         [str(tmp_path / "a1.jsonl")]
     (tmp_path / "d[x]").mkdir()
     (tmp_path / "d[x]" / "in.jsonl").write_bytes(RAW)
-    assert [os.path.basename(f.path) for f in readers.discover([str(tmp_path / "d[x]")])] == \
+    assert [os.path.basename(f.path) for f in discovery.discover([str(tmp_path / "d[x]")])] == \
         ["in.jsonl"]
 
 
@@ -114,10 +116,10 @@ def test_own_files_are_left_out_and_named(tmp_path, capsys):
     (tmp_path / "tokenizer.json").write_text('{"model": {}}')
     (tmp_path / "metadata.json").write_text(json.dumps({"tokenizer": {}}, indent=1))
     (tmp_path / "notes.json").write_text('{"text": "a user file, one object per line"}\n')
-    files = readers.discover([str(tmp_path)], leave_out=[str(tmp_path / "tokenizer.json")])
+    files = discovery.discover([str(tmp_path)], leave_out=[str(tmp_path / "tokenizer.json")])
     assert sorted(os.path.basename(f.path) for f in files) == ["good.jsonl", "notes.json"]
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "left out 2 file(s)" in err
     # a metadata.json that is JSONL (one object per line) is somebody's input
     (tmp_path / "metadata.json").write_text('{"text": "x"}\n{"text": "y"}\n')
-    assert len(readers.discover([str(tmp_path)])) == 4
+    assert len(discovery.discover([str(tmp_path)])) == 4

@@ -11,7 +11,8 @@ import fsspec
 import numpy as np
 import pytest
 
-from dataio import faults, indexed, sink
+from runtime import faults
+from dataio import indexed, sink
 from tests.dataio.test_sink import RUN, finalize, token_batch, write_parts
 
 RNG = np.random.default_rng(15)

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataio import indexed, naming, sink
+from dataio.elements import ShardResult
 from dataio.indexed import Counts
 from transforms.documents import BadRecordReport
-from transforms.tokenize import TokenBatch
+from dataio.elements import TokenBatch
 
 RUN = "run-1"
 
@@ -78,10 +79,10 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
         results = batches | sink.WriteShards(out, dtype="uint16", planned=planned, failed=failed,
                                              run_id=RUN)
         assert_that(results, equal_to([
-            sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
+            ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
                              input_bytes=28),
-            sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
-            sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1", Counts(1, 1, 1),
+            ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
+            ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1", Counts(1, 1, 1),
                              input_bytes=10)]))
     assert read_documents(f"{out}/a_text_document_dc=5_sc=6_tc=10") == DOCS_A + DOCS_B + DOCS_C
     assert read_documents(f"{out}/b_text_document_dc=0_sc=0_tc=0") == []  # planned, no batch
@@ -101,10 +102,10 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
         "parts": 4, "shards_committed": 3, "documents": 6, "sequences": 7, "tokens": 11,
         "input_bytes": 38}
     reported = _tokenize_graph.shard_results(p.result)
-    assert reported == {a: sink.ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
+    assert reported == {a: ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
                                             input_bytes=28),
-                        b: sink.ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
-                        c: sink.ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1",
+                        b: ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
+                        c: ShardResult(c, "holdout/c_text_document_dc=1_sc=1_tc=1",
                                             Counts(1, 1, 1), input_bytes=10)}
 
 
@@ -297,7 +298,7 @@ def _parts(out):
 
 def result(counts, *, failed=None):
     """The ShardResult of SHARD for ``counts``: (Counts, input bytes) as SumCountsFn gives them."""
-    return sink.ShardResult(SHARD, None if failed else NAME, counts[0], input_bytes=counts[1],
+    return ShardResult(SHARD, None if failed else NAME, counts[0], input_bytes=counts[1],
                             failed=failed)
 
 
@@ -421,7 +422,7 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
                                             "_counted_names"}
     worker = ship(fn)
     adopted = []
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     worker.setup()
     assert adopted == [azure_storage_plan]  # once, in setup, the plan the driver made
 
@@ -429,7 +430,7 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
 def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
     from dataio import azure
 
-    monkeypatch.setattr(azure, "configure_worker",
+    monkeypatch.setattr(azure.state, "configure_worker",
                         lambda plan=None: pytest.fail("configure_worker called without storage"))
     for fn in (sink._WritePartFn(str(tmp_path), "uint16"),
                sink._FinalizeShardFn(str(tmp_path), "uint16"), sink._WriteErrorsFn(str(tmp_path))):
@@ -439,10 +440,10 @@ def test_sink_dofns_without_storage_touch_no_azure_state(tmp_path, monkeypatch):
 def test_a_shard_result_travels_as_one_string_and_back():
     from dataio import manifest
 
-    for result in (sink.ShardResult("holdout/a_text_document",
+    for result in (ShardResult("holdout/a_text_document",
                                     "holdout/a_text_document_dc=1_sc=2_tc=3", Counts(1, 2, 3),
                                     input_bytes=40),
-                   sink.ShardResult("b_text_document", None, Counts(),
+                   ShardResult("b_text_document", None, Counts(),
                                     failed="b.jsonl.gz: corrupt")):
         assert manifest.decode_result(manifest.encode_result(result)) == result
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from dataio import workers
+from runtime import workers
 from pipelines import options as opts
 from pipelines import tokenize
 
@@ -80,7 +80,7 @@ def test_anything_but_our_flags_goes_to_beams_parser(extra):
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two"])
 def test_a_bad_workers_value_is_a_usage_error(bad, capsys):
-    # argparse's usage error, as for any bad value: its status, returned (dataio/errors.py main)
+    # argparse's usage error, as for any bad value: its status, returned (runtime/errors.py main)
     assert tokenize.run(ARGV + ["--workers", bad]) == 2
     assert "error: --workers: expected a number of processes >= 1 or auto" in \
         capsys.readouterr().err
@@ -151,11 +151,11 @@ print("ok")
                           text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
-    from dataio import dataset
+    from dataio import dataset_find
 
     from pipelines import _tokenize_plan as planner
 
-    assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR  # the driver names every shard
+    assert planner.HOLDOUT_DIR == dataset_find.HOLDOUT_DIR  # the driver names every shard
 
 
 @pytest.mark.parametrize("requested, cores, items, expected, limit", [

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from dataio import errors
+from runtime import errors
 from pipelines import options as opts
 from pipelines import reshard  # registers ReshardOptions with Beam, as any import of it does
 from pipelines import tokenize
@@ -54,7 +54,7 @@ def test_without_groups_it_is_the_tokenize_jobs_parse():
 
 
 def test_a_bad_log_level_is_refused():
-    # one line naming the choices (dataio/cli.py), from either parser: no usage, no exit
+    # one line naming the choices (runtime/cli.py), from either parser: no usage, no exit
     for parse in (lambda argv: opts.parse(argv, groups=opts.GROUPS), opts.parse_flags):
         with pytest.raises(errors.ConfigError, match=r"^--log-level loud: not a choice "
                            r"\(choices: debug, info, warning, error\)$"):

@@ -57,7 +57,7 @@ def test_finish_fn_holds_no_options_ships_without_secrets_and_finishes(job, azur
     assert fn._job.options is None  # the options (flags, runner settings) stay on the driver
     worker = ship(fn)
     adopted = []
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     worker.setup()
     assert adopted == [azure_storage_plan]
     os.makedirs(sink.temporary_dir(job.output, RUN), exist_ok=True)

@@ -1,4 +1,4 @@
-"""The launchers' command lines end through dataio.errors.main: an anticipated failure is one
+"""The launchers' command lines end through runtime.errors.main: an anticipated failure is one
 ``error: ...`` line on stderr and its status, never a traceback."""
 
 import os

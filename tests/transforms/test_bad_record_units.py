@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataio import naming, readers
+from dataio import naming
+from dataio.elements import WorkItem
 from transforms import documents as docs
 from transforms import tokenize as tz
 from transforms.tokenizer import TokenizerSpec
@@ -62,7 +63,7 @@ def test_drop_documents_keeps_the_others_in_order():
 def _batch(tmp_path, texts):
     path = tmp_path / "d.jsonl"
     path.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
-    item = readers.WorkItem(path=str(path), stem="d", format="jsonl", index=0, start=0, end=None)
+    item = WorkItem(path=str(path), stem="d", format="jsonl", index=0, start=0, end=None)
     [batch] = list(docs.read_documents(item, ["text"]))
     return batch
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from transforms import coders
 from transforms import tokenize as tz
-from transforms.documents import DocumentBatch
+from dataio.elements import TokenBatch
+from dataio.elements import DocumentBatch
 from transforms.read import ReadDocuments
 from transforms.tokenizer import TokenizerSpec
 
@@ -21,7 +22,7 @@ def _batch():
 
 def test_size_comes_from_the_element_not_from_pickling(monkeypatch):
     coder = coders.BatchCoder()
-    tb = tz.TokenBatch(shard="s", item=0, batch=0, tokens=np.arange(10, dtype=np.uint16),
+    tb = TokenBatch(shard="s", item=0, batch=0, tokens=np.arange(10, dtype=np.uint16),
                        sequence_lengths=np.array([4, 6]),
                        sequences_per_document=np.array([1, 1]), num_bytes=30)
     monkeypatch.setattr(pickle, "dumps", lambda *a, **k: (_ for _ in ()).throw(AssertionError))
@@ -34,7 +35,7 @@ def test_round_trip():
     coder = coders.BatchCoder()
     batch = _batch()
     assert coder.decode(coder.encode(batch)) == batch
-    tb = tz.TokenBatch(shard="s", item=1, batch=2, tokens=np.arange(5),
+    tb = TokenBatch(shard="s", item=1, batch=2, tokens=np.arange(5),
                        sequence_lengths=np.array([5]), sequences_per_document=np.array([1]),
                        num_bytes=9)
     back = coder.decode(coder.encode(tb))

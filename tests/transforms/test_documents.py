@@ -12,15 +12,18 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import readers
+from dataio.elements import WorkItem
 from transforms import documents as docs
+from transforms.read import ReadDocuments
+from dataio.elements import DocumentBatch
 
 
 def item_of(path, index=0, **kwargs):
-    return readers.WorkItem(path=path, stem=readers.file_stem(path),
+    return WorkItem(path=path, stem=readers.file_stem(path),
                             format=readers.file_format(path), index=index, **kwargs)
 
 
-def batch_view(b: docs.DocumentBatch):
+def batch_view(b: DocumentBatch):
     """Everything a DocumentBatch carries, as comparable tuples."""
     return (b.stem, b.item, b.batch, tuple(tuple(v) if isinstance(v, list) else v
                                            for v in b.texts["text"]),
@@ -45,7 +48,7 @@ def test_documents_in_batches_bad_records_and_unreadable_files_tagged(tmp_path, 
     broken.write_bytes(gzip.compress(b'{"text": "lost"}\n' * 50)[:40])  # truncated
     with make_pipeline() as p:
         out = (p | beam.Create([item_of(path), item_of(str(broken))])
-               | docs.ReadDocuments(["text"], id_key="id", max_docs=2))
+               | ReadDocuments(["text"], id_key="id", max_docs=2))
         assert_that(out["documents"] | "Batches" >> beam.Map(batch_view), equal_to([
             ("web", 0, 0, ("first", ("s1", "s2")), ("1", "2"), len(LINES[0]) + len(LINES[2]) + 2,
              path, (1, 3), (OFFSETS[0], OFFSETS[2])),
@@ -68,7 +71,7 @@ def test_byte_ranges_of_one_file_give_every_document_once(write_jsonl, make_pipe
                                split_bytes=100)
     assert len(items) > 2
     with make_pipeline() as p:
-        out = p | beam.Create(items) | docs.ReadDocuments(["text"], max_docs=3)
+        out = p | beam.Create(items) | ReadDocuments(["text"], max_docs=3)
         texts = out["documents"] | beam.FlatMap(
             lambda b: [(b.item, b.batch, t) for t in b.texts["text"]])
         assert_that(texts | beam.Map(lambda x: x[2]),
@@ -85,7 +88,7 @@ def test_parquet_rows_with_a_null_text_are_bad_records(tmp_path, make_pipeline):
                    row_group_size=2)
     items = [item_of(path, index=g, row_groups=(g,)) for g in (0, 1)]
     with make_pipeline() as p:
-        out = p | beam.Create(items) | docs.ReadDocuments(["text"], id_key="id")
+        out = p | beam.Create(items) | ReadDocuments(["text"], id_key="id")
         assert_that(out["documents"] | beam.Map(lambda b: (b.item, b.texts["text"], b.ids,
                                                            b.lines, b.offsets)),
                     equal_to([(0, ["one"], ["a"], [1], [0]), (1, ["three"], ["c"], [3], [2])]),
@@ -98,7 +101,7 @@ def test_on_bad_record_fail_stops_with_file_and_line(write_jsonl, make_pipeline)
     path = write_jsonl("web.jsonl", LINES)
     with pytest.raises(Exception, match=rf"{path}:2: not valid JSON"):
         with make_pipeline() as p:
-            _ = p | beam.Create([item_of(path)]) | docs.ReadDocuments(["text"],
+            _ = p | beam.Create([item_of(path)]) | ReadDocuments(["text"],
                                                                       on_bad_record="fail")
 
 
@@ -106,7 +109,7 @@ def test_a_record_bad_for_one_key_is_left_out_for_every_key(write_jsonl, make_pi
     path = write_jsonl("two.jsonl", [{"text": "a", "title": "A"}, {"text": "b"},
                                      {"text": "c", "title": "C"}])
     with make_pipeline() as p:
-        out = p | beam.Create([item_of(path)]) | docs.ReadDocuments(["text", "title"])
+        out = p | beam.Create([item_of(path)]) | ReadDocuments(["text", "title"])
         assert_that(out["documents"] | beam.Map(lambda b: b.texts),
                     equal_to([{"text": ["a", "c"], "title": ["A", "C"]}]), label="Documents")
         assert_that(out[docs.ERRORS_TAG] | beam.Map(lambda e: e[1].line), equal_to([2]),
@@ -117,13 +120,13 @@ def test_read_fn_holds_only_its_configuration_and_ships_without_secrets(
         azure_storage_plan, ship, monkeypatch, write_jsonl):
     from dataio import azure
 
-    transform = docs.ReadDocuments(["text"], id_key="id", max_docs=7, storage=azure_storage_plan)
+    transform = ReadDocuments(["text"], id_key="id", max_docs=7, storage=azure_storage_plan)
     fn = transform._fn
     assert vars(fn) == {"_keys": ["text"], "_id_key": "id", "_on_bad": "skip", "_max_docs": 7,
                         "_max_bytes": 8 << 20, "_storage": azure_storage_plan, "_output": ""}
     worker = ship(fn)
     adopted = []
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     worker.setup()
     assert adopted == [azure_storage_plan]
     out = list(worker.process(item_of(write_jsonl("w.jsonl", [{"id": 1, "text": "x"}]))))

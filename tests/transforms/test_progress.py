@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from dataio import log
-from dataio import workers
+from runtime import log
+from runtime import workers
 from transforms import progress
 
 MB = 10**6  # the unit tokenbeam prints

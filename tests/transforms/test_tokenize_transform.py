@@ -13,7 +13,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import naming
 from transforms import tokenize as tz
-from transforms.documents import ERRORS_TAG, DocumentBatch
+from dataio.elements import TokenBatch
+from transforms.documents import ERRORS_TAG
+from dataio.elements import DocumentBatch
 from transforms.tokenizer import TokenizerSpec
 from dofn_bundle import bundle
 
@@ -29,7 +31,7 @@ def doc_batch(texts, *, stem="web", item=0, batch=0, ids=None, path="/in/web.jso
                          list(range(1, n + 1)), [10 * i for i in range(n)])
 
 
-def view(tb: tz.TokenBatch):
+def view(tb: TokenBatch):
     return (tb.shard, tb.item, tb.batch, tb.tokens.tolist(), tb.sequence_lengths.tolist(),
             tb.sequences_per_document.tolist(), tb.num_bytes)
 
@@ -138,7 +140,7 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     loads, adopted = [], []
     real_load = tz.load_tokenizer
     monkeypatch.setattr(tz, "load_tokenizer", lambda spec: loads.append(spec) or real_load(spec))
-    monkeypatch.setattr(azure, "configure_worker", adopted.append)
+    monkeypatch.setattr(azure.state, "configure_worker", adopted.append)
     fn = tokenize_documents(NULL, config(append_eod=True), storage=azure_storage_plan)._fn
     assert set(vars(fn)) == {"_spec", "_config", "_storage", "_on_bad_record",
                             "_shard_names"}  # no tokenizer
@@ -200,7 +202,7 @@ def test_reports_name_the_line_of_a_document_read_from_a_byte_range(tmp_path):
 
 
 def test_token_batch_order_and_counts():
-    tb = tz.TokenBatch(shard="s", item=3, batch=4, tokens=np.array([1, 2, 3]),
+    tb = TokenBatch(shard="s", item=3, batch=4, tokens=np.array([1, 2, 3]),
                        sequence_lengths=np.array([2, 1]),
                        sequences_per_document=np.array([1, 0, 1]), num_bytes=9)
     assert tb.order == (3, 4) and tb.documents == 3  # what the sink orders and counts by

@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dataio import readers
+from dataio import discovery
+from dataio.elements import WorkItem
 from transforms import documents as docs
 from transforms.tokenize import assemble, holdout_mask
 
@@ -97,7 +99,7 @@ def test_cr_crlf_and_mixed_line_ends_read_as_python_text_mode(tmp_path_factory, 
             assert data[r.offset:r.offset + len(r.data)] == r.data
             assert (r.line or readers.line_number_at(str(path), r.offset)) == n
         path.with_suffix(".jsonl.gz").write_bytes(gzip.compress(data))
-        whole = readers.WorkItem(path=str(path.with_suffix(".jsonl.gz")), stem="f",
+        whole = WorkItem(path=str(path.with_suffix(".jsonl.gz")), stem="f",
                                  format="jsonl.gz", index=0)
         assert [(r.data, r.line) for r in readers.read_jsonl(whole)] == \
             [(line, n) for n, line in enumerate(want, start=1)]
@@ -114,25 +116,25 @@ def test_stems_and_formats():
 
 def test_discover_errors(tmp_path):
     with pytest.raises(readers.InputError, match="no such file"):
-        readers.discover([str(tmp_path / "missing.jsonl")])
+        discovery.discover([str(tmp_path / "missing.jsonl")])
     with pytest.raises(readers.InputError, match="matches no supported file"):
-        readers.discover([str(tmp_path / "*.jsonl")])
+        discovery.discover([str(tmp_path / "*.jsonl")])
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "x.jsonl").write_text("{}\n")
     (tmp_path / "b" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))
     # one name in two folders: each named by its folder below the inputs' common root (issue 24)
-    assert [f.stem for f in readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])] == \
+    assert [f.stem for f in discovery.discover([str(tmp_path / "a"), str(tmp_path / "b")])] == \
         ["a_x", "b_x"]
     (tmp_path / "a" / "x.jsonl.gz").write_bytes(gzip.compress(b"{}\n"))  # one folder: refused
     with pytest.raises(readers.InputError, match="would both write shards named a_x_"):
-        readers.discover([str(tmp_path / "a"), str(tmp_path / "b")])
+        discovery.discover([str(tmp_path / "a"), str(tmp_path / "b")])
 
 
 def test_corrupt_gzip_is_a_file_error(tmp_path):
     path = tmp_path / "bad.jsonl.gz"
     path.write_bytes(gzip.compress(json.dumps({"text": "x"}).encode() * 100)[:40])
-    item = readers.WorkItem(path=str(path), stem="bad", format="jsonl.gz", index=0)
+    item = WorkItem(path=str(path), stem="bad", format="jsonl.gz", index=0)
     with pytest.raises(readers.CorruptFileError, match="cannot decompress"):
         list(readers.read_jsonl(item))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-from dataio import fs as fsutil
+from dataio import locations
 from transforms.tokenizer import registry
 from transforms.tokenizer.base import Tokenizer, TokenizerConfigError, file_digest, parses
 from transforms.tokenizer.fast import FastTokenizer
@@ -102,8 +102,8 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
         options = {**options, "loader": "transformers"}
     return {
         "kind": spec.kind,
-        "model": fsutil.resolved(spec.model),
-        "files": [{"path": fsutil.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
+        "model": locations.resolved(spec.model),
+        "files": [{"path": locations.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from dataio import errors
+from runtime import errors
 from pipelines import tokenize
 from transforms.tokenizer import files as tf
 from transforms.tokenizer import registry

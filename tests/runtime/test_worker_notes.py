@@ -1,12 +1,12 @@
-"""dataio.workers: what a local worker notes about its work, and the driver's line when one dies;
-dataio.loopback: wildcard gRPC addresses become 127.0.0.1 (the jobs: tests/test_local_workers.py)."""
+"""runtime.workers: what a local worker notes about its work, and the driver's line when one dies;
+runtime.loopback: wildcard gRPC addresses become 127.0.0.1 (the jobs: tests/test_local_workers.py)."""
 
 import os
 import signal
 
 import pytest
 
-from dataio import loopback, workers
+from runtime import loopback, workers
 
 
 def test_note_is_read_back_by_pid(tmp_path, monkeypatch):

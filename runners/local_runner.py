@@ -1,21 +1,21 @@
 """The local runner whose worker processes die with their driver, and whose driver notices a
-dying worker (see dataio/workers.py).
+dying worker (see runtime/workers.py).
 
-``--runner`` is set to :data:`dataio.workers.RUNNER` (this class) for more than one local
-worker by pipelines/options.py. Its own module: the rest of dataio/workers.py is needed before
+``--runner`` is set to :data:`runtime.workers.RUNNER` (this class) for more than one local
+worker by pipelines/options.py. Its own module: the rest of runtime/workers.py is needed before
 Beam is imported (planning, ``--help``), this class only when a pipeline runs.
 
 In multi-process mode the workers run in an environment of our own (:data:`GUARDED_URN`), whose
 handler does what Beam's ``SubprocessSdkWorkerHandler`` does (start ``python -m
-dataio.worker_main`` with the Fn API endpoints in its environment, relay its log) except that:
+runners.worker_main`` with the Fn API endpoints in its environment, relay its log) except that:
 
 * it starts the worker without a shell (``exec`` in a shell is what made the worker the
   driver's child before) and waits on it itself: a worker that ends while the job runs (the
   OOM killer, a crash) ends the job at once, see :class:`_Workers`; Beam's handler raised in a
   thread of its own (a traceback) and left the runner waiting for the dead worker's answer;
-* every server it and Beam start for the workers listens on 127.0.0.1 (dataio/loopback.py).
+* every server it and Beam start for the workers listens on 127.0.0.1 (runtime/loopback.py).
 
-Ending the job on a worker's death is :func:`dataio.errors.end_run` (``os._exit``, as after an
+Ending the job on a worker's death is :func:`runtime.errors.end_run` (``os._exit``, as after an
 interrupt): an in-process caller (a test calling ``run()`` with ``--workers 2``) ends with it.
 """
 
@@ -39,7 +39,7 @@ from apache_beam.transforms import environments
 from apache_beam.utils import thread_pool_executor
 from google.protobuf import json_format, text_format
 
-from dataio import errors, log, loopback, workers
+from runtime import errors, log, loopback, workers
 
 GUARDED_URN = "tokenbeam:env:guarded_local_worker:v1"
 _LOG = log.get("workers")
@@ -174,7 +174,7 @@ class _GuardedEnvironment(environments.Environment):
 
 @worker_handlers.WorkerHandler.register_environment(GUARDED_URN, bytes)
 class _GuardedWorkerHandler(worker_handlers.GrpcWorkerHandler):
-    """Starts ``python -m dataio.worker_main`` and waits on it (Beam's SubprocessSdkWorker,
+    """Starts ``python -m runners.worker_main`` and waits on it (Beam's SubprocessSdkWorker,
     without the shell, with the end of the process reported to the run's :class:`_Workers`)."""
 
     def __init__(self, key: bytes, state, provision_info, grpc_server):
@@ -215,7 +215,7 @@ class _GuardedWorkerHandler(worker_handlers.GrpcWorkerHandler):
         env[workers.NOTES_ENV] = self._job.notes
         try:
             with worker_handlers.SUBPROCESS_LOCK:
-                proc = subprocess.Popen([sys.executable, "-m", "dataio.worker_main"], env=env,
+                proc = subprocess.Popen([sys.executable, "-m", "runners.worker_main"], env=env,
                                         stdin=subprocess.DEVNULL)
             number = self._job.started(proc)
             _LOG.debug("worker %d (pid %d) started", number, proc.pid)

@@ -6,7 +6,7 @@ configuration (a flag, a path that cannot be used); 130 / 143 interrupted by SIG
 
 A failure anyone can foresee prints one line, ``error: ...``, naming the file and the fix, and
 no traceback; the names in it are shown with their control characters escaped
-(:func:`dataio.naming.printable`), so that the line stays one line whatever a file is called.
+(:func:`runtime.text.printable`), so that the line stays one line whatever a file is called.
 Anything else is a bug: one summary line, then its traceback, once.
 
 Errors raised inside Beam workers do not arrive as themselves: the in-process runner re-raises
@@ -16,7 +16,9 @@ either: the exception chain first, then ``module.ClassName: message`` lines of t
 against the classes known to be anticipated (:class:`TokenbeamError` subclasses, classes with an
 ``exit_status`` attribute, those passed to :func:`anticipate`) and ``OSError``'s errno. What the
 Azure SDK, aiohttp or adlfs raise (storage unreachable, a SAS rejected, a 403 or 404 mid-run) is
-put into one line by :mod:`dataio.azure.storage_errors`, the one place that knows them.
+put into one line by :mod:`dataio.azure.storage_errors`, the one place that knows them, which
+registers itself here (:func:`register_storage_errors`) when it is imported: every process that
+reaches Azure has imported it, and this module stays below dataio/.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ import sys
 import threading
 import traceback
 from typing import Callable, Sequence
+
+from runtime.redact import redact
+from runtime.text import printable
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -133,8 +138,6 @@ def _clean(message: str) -> str:
     """The message as one line: Beam's `` [while running 'Step']`` suffixes dropped, the rest
     of its text kept, control characters escaped (a path holding a newline or an escape
     neither ends the line early nor forges another)."""
-    from dataio.naming import printable
-
     message = message.strip()
     while _BEAM_SUFFIX.search(message):
         message = _BEAM_SUFFIX.sub("", message).rstrip()
@@ -169,10 +172,8 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         name, message = match.group(1), match.group(2)
         if name in _ANTICIPATED:
             return _clean(message), _ANTICIPATED[name]
-        if name.startswith(_STORAGE_MODULES):
-            from dataio.azure.storage_errors import classify_text
-
-            storage = classify_text(name, message, text)
+        if name.startswith(_STORAGE_MODULES) and _STORAGE_CLASSIFIERS:
+            storage = _STORAGE_CLASSIFIERS[0][1](name, message, text)
             if storage is not None:
                 return _clean(str(storage)), storage.exit_status
         cls = _resolve(name)
@@ -188,15 +189,20 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
 
 
 _STORAGE_MODULES = ("azure.", "aiohttp")
+# (classify(exc), classify_text(name, message, text)) of dataio/azure/storage_errors.py
+_STORAGE_CLASSIFIERS: list[tuple[Callable, Callable]] = []
+
+
+def register_storage_errors(classify: Callable, classify_text: Callable) -> None:
+    """Called by the module that knows a storage SDK's exceptions, once, on its import."""
+    _STORAGE_CLASSIFIERS[:] = [(classify, classify_text)]
 
 
 def _storage_error(exc: BaseException) -> TokenbeamError | None:
     """A storage SDK's exception as one line (dataio/azure/storage_errors.py), else None."""
-    if not (type(exc).__module__ or "").startswith(_STORAGE_MODULES):
+    if not (type(exc).__module__ or "").startswith(_STORAGE_MODULES) or not _STORAGE_CLASSIFIERS:
         return None
-    from dataio.azure.storage_errors import classify
-
-    return classify(exc)
+    return _STORAGE_CLASSIFIERS[0][0](exc)
 
 
 def cause(exc: BaseException) -> str:
@@ -304,8 +310,6 @@ def end_run(message: str, status: int = EXIT_FAILED) -> None:
     ``error: message`` (once; not after an interrupt, whose line wins), give back what must be
     given back (the output's lock, a lease), exit with ``status``. For a failure the main thread
     cannot learn in time (a local worker died: Beam's runner would wait for it for ever)."""
-    from dataio.redact import redact
-
     if _reported.is_set() or _fired:
         return
     _reported.set()
@@ -336,7 +340,7 @@ def main(command: Callable[[Sequence[str]], int], argv: Sequence[str] | None = N
     ``process=True`` (the command line, not in-process callers such as tests): SIGINT and
     SIGTERM become :class:`Interrupted`, and after an interrupt the process ends at once
     (``os._exit``) rather than waiting on threads the runner leaves behind; local workers die
-    with it (see dataio/workers.py)."""
+    with it (see runtime/workers.py)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     quiet_bundle_failures()
     _what_is_kept.clear()  # an earlier in-process command's, not this one's
@@ -377,8 +381,6 @@ def _report_interrupt(signum: int) -> int:
 
 
 def _report(exc: BaseException) -> int:
-    from dataio.redact import redact
-
     if _ending.is_set():  # end_run() prints the cause and ends the process (give it time)
         threading.Event().wait(ENDING_WAIT_SECONDS)
 
@@ -393,8 +395,6 @@ def _report(exc: BaseException) -> int:
         return _report_interrupt(_fired[0])
     print(f"error: unexpected {type(exc).__name__} (a bug; please report it with the "
           "traceback below)", file=sys.stderr)
-    from dataio.naming import printable
-
     text = redact("".join(traceback.format_exception(exc)))  # its lines, no escape sequence
     print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr, end="",
           flush=True)

@@ -1,9 +1,9 @@
-"""dataio.errors.main: the one wrapper every command runs under."""
+"""runtime.errors.main: the one wrapper every command runs under."""
 
 import subprocess
 import sys
 
-from dataio import errors
+from runtime import errors
 
 
 def test_argparse_exits_become_statuses(capsys):
@@ -30,7 +30,7 @@ def test_an_anticipated_error_is_one_line_with_its_status(capsys):
 
 def test_a_closed_pipe_ends_quietly():
     # `tokenbeam-validate ... | head -1`: the reader leaves, the command stops without a traceback
-    code = ("import sys; from dataio import errors\n"
+    code = ("import sys; from runtime import errors\n"
             "def command(argv):\n"
             "    for i in range(100000):\n"
             "        print('line', i, flush=True)\n"

@@ -1,6 +1,6 @@
-"""``python -m dataio.worker_main``: Beam's SDK worker, tied to the driver (dataio/workers.py).
+"""``python -m runners.worker_main``: Beam's SDK worker, tied to the driver (runtime/workers.py).
 
-Started by :class:`dataio.local_runner.LocalRunner` with the environment Beam gives its own
+Started by :class:`runners.local_runner.LocalRunner` with the environment Beam gives its own
 ``apache_beam.runners.worker.sdk_worker_main``, which it then runs unchanged.
 """
 
@@ -10,7 +10,7 @@ import sys
 
 class _WithoutTracebacks:
     """Beam's worker prints a failed bundle's traceback to stderr besides sending it to the
-    driver, which reports the failure once (dataio/errors.py); progress lines pass."""
+    driver, which reports the failure once (runtime/errors.py); progress lines pass."""
 
     def __init__(self, stream):
         self._stream, self._dropped = stream, False
@@ -39,7 +39,7 @@ if __name__ == "__main__":
     logging.getLogger().addHandler(silent)
 
     import pipelines  # noqa: F401 - Beam's Azure filesystem stays unloaded (pipelines/__init__.py)
-    from dataio import errors, log, workers
+    from runtime import errors, log, workers
 
     log.setup(others=False)  # tokenbeam's lines at the driver's --log-level (from its environment)
 

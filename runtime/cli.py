@@ -2,7 +2,7 @@
 
 argparse prints the command's whole usage before a usage error (about 170 lines for the
 tokenize job, Beam's flags included) and suggests nothing. :class:`ArgumentParser` raises
-:class:`~dataio.errors.ConfigError` instead, which :func:`dataio.errors.main` prints as one line,
+:class:`~runtime.errors.ConfigError` instead, which :func:`runtime.errors.main` prints as one line,
 ``error: ...``, with exit status 2 and no traceback:
 
 - a bad choice names the nearest valid one (:func:`nearest`: case-insensitive, then difflib):
@@ -23,7 +23,7 @@ import difflib
 import sys
 from typing import Iterable
 
-from dataio import errors
+from runtime import errors
 
 SEE_HELP = "see --help"
 
@@ -114,7 +114,7 @@ def bad_choice_message(action: argparse.Action, value) -> str:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse.ArgumentParser whose usage errors are :class:`~dataio.errors.ConfigError`s of
+    """argparse.ArgumentParser whose usage errors are :class:`~runtime.errors.ConfigError`s of
     one line (see the module docstring); ``--help`` unchanged."""
 
     def _check_value(self, action, value):

@@ -1,4 +1,4 @@
-"""dataio/log.py: one format for tokenbeam's messages; Beam's and other libraries' records only
+"""runtime/log.py: one format for tokenbeam's messages; Beam's and other libraries' records only
 at --log-level debug; the level passed on to worker processes."""
 
 import logging
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from dataio import log
+from runtime import log
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""dataio/cli.py: a typo on any command's line is one line on stderr, exit 2, naming the nearest
+"""runtime/cli.py: a typo on any command's line is one line on stderr, exit 2, naming the nearest
 valid flag or choice; --help is unchanged."""
 
 import importlib
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from dataio import cli, errors
+from runtime import cli, errors
 
 COMMANDS = ["tokenize", "validate", "inspect", "count", "merge", "blend", "signature", "reshard",
             "demo"]

@@ -6,14 +6,14 @@ configures two things:
 
 * the ``tokenbeam`` logger (:func:`get`: ``tokenbeam.<name>``) at the chosen level, writing to
   the process's current ``sys.stderr`` (tests replace it) one line per message: the message as
-  it is at INFO, prefixed ``warning:`` / ``debug:`` otherwise, as ``dataio.errors.main`` prefixes
+  it is at INFO, prefixed ``warning:`` / ``debug:`` otherwise, as ``runtime.errors.main`` prefixes
   ``error:``; what a message puts into its text (``%s`` arguments: paths, names) is shown with
-  its control characters escaped (:func:`dataio.naming.printable`, applied by the redacting
-  filter of :mod:`dataio.redact`, which every record of the log passes);
+  its control characters escaped (:func:`runtime.text.printable`, applied by the redacting
+  filter of :mod:`runtime.redact`, which every record of the log passes);
 * the root logger, where Beam, gRPC and the rest log: at ``debug`` their INFO and up, as
   ``LEVEL logger: message``; at any other level nothing. Beam's start-up lines (``apitools not
   found`` at import, the SDK harness's INFO lines) are noise to someone tokenizing a corpus;
-  failures reach the user through ``dataio.errors.main`` anyway.
+  failures reach the user through ``runtime.errors.main`` anyway.
 
 The level travels to worker processes started from this one in :data:`LEVEL_ENV` (local
 ``--workers N`` processes and a worker pool's SDK workers inherit it); a worker on another
@@ -98,7 +98,7 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
     handler = _CurrentStderr()
     handler.setFormatter(_OwnFormat("%(message)s"))
     _replace_own_handlers(own, handler)
-    from dataio.redact import install_logging_filter  # secrets never reach a log line
+    from runtime.redact import install_logging_filter  # secrets never reach a log line
 
     install_logging_filter(own)
     for name in PER_REQUEST_LOGGERS:
@@ -123,7 +123,7 @@ def setup(level: str | None = None, *, others: bool = True) -> str:
 
 def ensure() -> None:
     """Set up from the environment unless this process did already (a worker started by a
-    runner that does not run ``dataio.worker_main``: a Flink or Spark SDK worker); the root
+    runner that does not run ``runners.worker_main``: a Flink or Spark SDK worker); the root
     logger is left to that worker."""
     if not any(getattr(h, "_tokenbeam", None) is _Tagged
                for h in logging.getLogger(ROOT_NAME).handlers):

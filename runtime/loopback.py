@@ -6,7 +6,7 @@ servers (fn_api_runner/worker_handlers.py ``GrpcServer``), the logging server it
 artifact server all call ``add_insecure_port('[::]:0')``, i.e. listen on every interface,
 unauthenticated, although only processes on this host ever connect (to ``localhost:PORT``).
 :func:`install` makes ``grpc.server(...)`` return servers whose wildcard addresses are rewritten
-to 127.0.0.1; an explicit host is kept. Used by dataio/local_runner.py (``--workers N``),
+to 127.0.0.1; an explicit host is kept. Used by runners/local_runner.py (``--workers N``),
 runners/spark_jar.py and ``python -m runners.loopback`` (README "Network exposure").
 """
 

@@ -31,7 +31,7 @@ once, at import, so an unset hook costs one global lookup and a compare per call
 ``TOKENBEAM_FAULT_SCOPE=process``
     Kill only the process that reaches the checkpoint, not its group: one ``--workers N``
     worker killed alone, as the OOM killer does (the driver must notice, see
-    dataio/local_runner.py). With TOKENBEAM_FAULT_COUNTER only the N-th hit job-wide kills,
+    runners/local_runner.py). With TOKENBEAM_FAULT_COUNTER only the N-th hit job-wide kills,
     not the hits after it.
 ``TOKENBEAM_FAULT_TRACE=PATH``
     Append ``NAME`` and a newline to PATH for every checkpoint reached, by any process: a run

@@ -4,8 +4,8 @@ With ``--workers N`` Beam's FnApiRunner starts N ``sdk_worker_main`` processes t
 ``/bin/sh -c`` (dash does not exec, and Beam's clean-up kills only the shell). Left alone they
 outlive a driver that is killed or interrupted, and go on reading, writing parts and committing
 shards for seconds, overlapping an immediate rerun. :class:`LocalRunner` (``--runner`` is set
-to it, in dataio/local_runner.py, for more than one worker by pipelines/options.py) starts
-each worker as ``python -m dataio.worker_main`` instead (no shell), which calls
+to it, in runners/local_runner.py, for more than one worker by pipelines/options.py) starts
+each worker as ``python -m runners.worker_main`` instead (no shell), which calls
 :func:`guard_worker` before it takes any work:
 
 * ``PR_SET_PDEATHSIG``: the kernel SIGKILLs the worker the moment the driver thread that
@@ -19,11 +19,11 @@ each worker as ``python -m dataio.worker_main`` instead (no shell), which calls
   per worker); the driver's exit then stops the workers;
 * the worker's own stderr logging is silenced: its log reaches the driver through Beam's
   logging service (warnings and up printed there once), and a failing bundle is reported by
-  the driver's main() (dataio/errors.py).
+  the driver's main() (runtime/errors.py).
 
 The other way round, a worker that dies (the OOM killer's SIGKILL, a crash) would leave Beam's
 runner waiting for its answer for ever. The driver waits on each worker process itself
-(dataio/local_runner.py): the moment one ends while the job runs, it stops the others
+(runners/local_runner.py): the moment one ends while the job runs, it stops the others
 (SIGKILL: the commit protocol is built for it, nothing half-done looks committed), and ends
 the job with one line (:func:`death_message`) and exit status 1; the rerun resumes. For that
 line each worker notes what it is working on (:func:`note_work`, a file per worker in a
@@ -43,12 +43,12 @@ import select
 import signal
 import threading
 
-from dataio.naming import printable
+from runtime.text import printable
 
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
 NOTES_ENV = "TOKENBEAM_WORKER_NOTES"  # the driver's folder where workers note their work
-# A --runner value Beam resolves by import: dataio/local_runner.py (this module is Beam-free).
-RUNNER = "dataio.local_runner.LocalRunner"
+# A --runner value Beam resolves by import: runners/local_runner.py (this module is Beam-free).
+RUNNER = "runners.local_runner.LocalRunner"
 _PR_SET_PDEATHSIG = 1
 
 

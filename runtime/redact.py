@@ -21,7 +21,7 @@ Contract:
 - Redaction is idempotent and never raises; non-strings pass through unchanged.
 - :class:`RedactingFilter` applies :func:`redact` to log records (install it once with
   :func:`install_logging_filter`); in tokenbeam's own records it first escapes the control
-  characters of what a message puts into its text (:func:`dataio.naming.printable`).
+  characters of what a message puts into its text (:func:`runtime.text.printable`).
 
 Pure functions, no Beam and no Azure import.
 """
@@ -34,8 +34,7 @@ import re
 import threading
 from typing import Any, Iterable, Mapping, Sequence
 
-from dataio.errors import ConfigError
-from dataio.naming import printable
+from runtime.text import printable
 
 MASK = "REDACTED"
 
@@ -124,12 +123,20 @@ def secret_flag(arg: str) -> str | None:
     return name.lstrip("-").lower().replace("-", "_") if _is_secret_name(name) else None
 
 
+class SecretFlagError(ValueError):
+    """A secret flag ending argv without its value. Exit status 2 as runtime.errors.ConfigError
+    (main() reads ``exit_status``); its own class because errors imports this module to redact
+    every message, and this module stays below it."""
+
+    exit_status = 2
+
+
 def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
     """(``argv`` without its secret flags and their values, those values by secret name).
 
     ``--azure-sas-token X`` and ``--azure_sas_token=X`` both give ``{"azure_sas_token": "X"}``
     (the later of two wins). Every value taken is registered with :func:`register_secret`.
-    Raises :class:`dataio.errors.ConfigError` when a secret flag ends argv without its value.
+    Raises :class:`SecretFlagError` (exit status 2) when a secret flag ends argv without its value.
     """
     clean: list[str] = []
     secrets: dict[str, str] = {}
@@ -144,7 +151,7 @@ def split_secret_flags(argv: Sequence[str]) -> tuple[list[str], dict[str, str]]:
             flag, eq, value = arg.partition("=")
             if not eq:
                 if i + 1 >= len(items):
-                    raise ConfigError(f"{flag} needs a value")
+                    raise SecretFlagError(f"{flag} needs a value")
                 i += 1
                 value = items[i]
             secrets[name] = value
