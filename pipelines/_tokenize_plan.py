@@ -193,8 +193,8 @@ def preflight(options) -> None:
     check_segmentation(flags)
     check_tokenizer_files(flags.tokenizer_spec())
     if getattr(flags, "output_name", None):  # one input: refused before the output is made
-        the_one_input(discovery.discover(flags.input, leave_out=flags.tokenizer_spec().files()),
-                      flags)
+        spec_files = tk.spec_files(flags.tokenizer_spec())
+        the_one_input(discovery.discover(flags.input, leave_out=spec_files), flags)
     check_output(flags.output, probe=not flags.plan_only)
 
 
@@ -245,7 +245,7 @@ def check_tokenizer_files(spec: tk.TokenizerSpec) -> None:
                             if p.endswith(".model"))[:3]
             hint = f" (in it: {', '.join(inside)})" if inside else ""
             raise errors.ConfigError(f"{flag} {path} is a folder; give {what}{hint}")
-    for path in spec.files():  # a FIFO or device would hang the digest and the load
+    for path in tk.spec_files(spec):  # a FIFO or device would hang the digest and the load
         local = path.removeprefix("file://")
         if fsutil.is_local(path) and os.path.exists(local) and not os.path.isfile(local):
             raise errors.ConfigError(f"tokenizer file {path}: not a regular file (a FIFO or a "
@@ -307,7 +307,7 @@ def plan(options, *, checked: bool = False) -> Job:
 
     # Of several names of one file, the one whose shards are committed is kept: a name added
     # later (a link beside a file already tokenized) must not write the same data again.
-    files = discovery.discover(io.input, leave_out=spec.files(), prefer=has_records,
+    files = discovery.discover(io.input, leave_out=tk.spec_files(spec), prefer=has_records,
                              layout=getattr(io, "output_layout", "flat"),
                              kept=committed_stem if records else None)
     named = getattr(io, "output_name", None)

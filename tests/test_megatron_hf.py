@@ -145,7 +145,7 @@ def test_folder_without_configs_keeps_its_resume_key(tmp_path):
     """tokenizer.json alone: same files, options and EOD as before transformers loaded it."""
     shutil.copy(os.path.join(DATA, "phi", "tokenizer.json"), tmp_path / "tokenizer.json")
     spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=str(tmp_path))
-    assert spec.files() == [str(tmp_path / "tokenizer.json")] and spec.options() == {}
+    assert tk.spec_files(spec) == [str(tmp_path / "tokenizer.json")] and tk.spec_options(spec) == {}
     assert tk.load_tokenizer(spec).eod is None
 
 

@@ -25,7 +25,8 @@ from transforms.tokenizer.hf import (HFBackendTokenizer, HuggingFaceTokenizer, R
                                      hf_folder)
 from transforms.tokenizer.load import describe, for_workers, load_tokenizer
 from transforms.tokenizer.probes import ADVERSARIAL, ROUTING_PROBES, SAMPLE_CHARS, probe_texts
-from transforms.tokenizer.registry import KINDS, LIBRARY_ALIASES, REFUSED, resolve_kind
+from transforms.tokenizer.registry import (KINDS, LIBRARY_ALIASES, REFUSED, resolve_kind,
+                                           spec_files, spec_options)
 from transforms.tokenizer.routing import FastRouting, sentencepiece_routing
 from transforms.tokenizer.sentencepiece import (SentencePieceTokenizer, sentencepiece_cut_pattern,
                                                 sentencepiece_model_type)
@@ -42,5 +43,5 @@ __all__ = [
     "check_cache_path", "check_tiktoken_spec", "choose_backend", "cut_pattern", "cut_points",
     "describe", "file_digest", "for_workers", "hf_folder", "load_tokenizer", "probe_texts",
     "resolve_kind", "self_check", "sentencepiece_cut_pattern", "sentencepiece_model_type",
-    "sentencepiece_routing", "split_long_text",
+    "sentencepiece_routing", "spec_files", "spec_options", "split_long_text",
 ]

@@ -75,7 +75,8 @@ def _check_key(spec: TokenizerSpec) -> str:
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
     key = {"check": CHECK_VERSION, "kind": spec.kind, "versions": versions,
-           "files": [file_digest(p) for p in spec.files()], "options": spec.options(),
+           "files": [file_digest(p) for p in registry.spec_files(spec)],
+           "options": registry.spec_options(spec),
            "add_special_tokens": spec.add_special_tokens, "eod_id": spec.eod_id}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 

@@ -70,7 +70,7 @@ def _damaged_message(spec: TokenizerSpec, exc: Exception) -> str:
     that is not valid UTF-8, or JSON file that is not JSON, else every file of the tokenizer)
     and the fix."""
     flags = {spec.vocab_file: "--vocab-file", spec.merge_file: "--merge-file"}
-    files = [p for p in spec.files() if p]
+    files = [p for p in registry.spec_files(spec) if p]
     bad = [p for p in files if not p.endswith(".model") and not parses(p)][:1] or files
     named = ", ".join(f"{flags.get(p, '--tokenizer-model')} {p}" for p in bad) or spec.kind
     reason = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
@@ -91,7 +91,7 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
     folder). A HuggingFace folder whose configs change the ids from those of its tokenizer.json
     alone adds ``loader: transformers`` to the options: shards committed before issue 25 with the
     same files are then redone, not kept; other folders keep their keys."""
-    options = spec.options()
+    options = registry.spec_options(spec)
     reference = getattr(tok, "reference", tok)
     if isinstance(reference, HuggingFaceTokenizer):
         changed = not reference.ids_as_before()
@@ -103,7 +103,8 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
     return {
         "kind": spec.kind,
         "model": locations.resolved(spec.model),
-        "files": [{"path": locations.resolved(p), "sha256": file_digest(p)} for p in spec.files()],
+        "files": [{"path": locations.resolved(p), "sha256": file_digest(p)}
+                  for p in registry.spec_files(spec)],
         "vocab_size": tok.vocab_size,
         "eod_id": tok.eod,
         "add_special_tokens": spec.add_special_tokens,

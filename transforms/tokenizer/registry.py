@@ -185,3 +185,16 @@ def resolve_kind(tokenizer_type: str | None, tokenizer_library: str | None) -> s
         return LIBRARY_ALIASES[tokenizer_library]
     raise TokenizerConfigError("no tokenizer: give --tokenizer-type (e.g. HuggingFaceTokenizer) "
                                "and --tokenizer-model")
+
+
+def spec_options(spec: TokenizerSpec) -> dict:
+    """The switches beyond kind, files and EOD that change the ids (metadata, resume key);
+    empty for the configurations that existed before them, so their keys do not move."""
+    out = {"legacy": True} if spec.legacy else {}
+    out.update(kind(spec.kind).options(spec))
+    return out
+
+
+def spec_files(spec: TokenizerSpec) -> list:
+    """The files that define this tokenizer (hashed into metadata and resume keys)."""
+    return kind(spec.kind).files(spec)

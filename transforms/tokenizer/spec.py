@@ -1,12 +1,14 @@
 """The picklable description of a tokenizer (kind + file paths + switches) that travels with the
-pipeline; load.py builds the heavy object from it on a worker. Its ``options()`` and ``files()``
-are part of every shard's resume key: what each kind contributes is declared in registry.py."""
+pipeline; load.py builds the heavy object from it on a worker. Its options and files are part of
+every shard's resume key: ``registry.spec_options``/``spec_files`` give them from what each kind
+declares (not methods here: the families take a spec and the registry names the families, so a
+spec that asked the registry would close an import cycle)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from transforms.tokenizer import hf_resolved, registry
+from transforms.tokenizer import hf_resolved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,14 +31,3 @@ class TokenizerSpec:
     # for_workers(): workers build the fast/tokenizers backend from it without transformers.
     # Not a setting (options() and files() leave it out: resume keys do not see it).
     resolved: hf_resolved.ResolvedHF | None = dataclasses.field(default=None, repr=False)
-
-    def options(self) -> dict:
-        """The switches beyond kind, files and EOD that change the ids (metadata, resume key);
-        empty for the configurations that existed before them, so their keys do not move."""
-        out = {"legacy": True} if self.legacy else {}
-        out.update(registry.kind(self.kind).options(self))
-        return out
-
-    def files(self) -> list[str]:
-        """The files that define this tokenizer (hashed into metadata and resume keys)."""
-        return registry.kind(self.kind).files(self)

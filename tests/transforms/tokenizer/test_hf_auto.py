@@ -40,7 +40,7 @@ def test_a_folder_on_other_storage_is_copied_and_loaded_alike(cache):
         with open(os.path.join(DATA, "qwen2", name), "rb") as f:
             mem.pipe(f"/hf_auto_test/qwen2/{name}", f.read())
     remote = tk.TokenizerSpec("HuggingFaceTokenizer", model="memory://hf_auto_test/qwen2")
-    assert [os.path.basename(p) for p in remote.files()] == ["tokenizer.json",
+    assert [os.path.basename(p) for p in tk.spec_files(remote)] == ["tokenizer.json",
                                                              "tokenizer_config.json"]
     staged = tk.load_tokenizer(remote)
     assert (staged.vocab_size, staged.eod) == (local.vocab_size, local.eod)
@@ -56,7 +56,8 @@ def test_tokenizer_json_under_another_name(cache, tmp_path):
         with open(os.path.join(DATA, "qwen2", name), "rb") as f:
             (folder / target).write_bytes(f.read())
     spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=str(folder / "qwen.json"))
-    assert [os.path.basename(p) for p in spec.files()] == ["qwen.json", "tokenizer_config.json"]
+    assert [os.path.basename(p) for p in tk.spec_files(spec)] == ["qwen.json",
+                                                                 "tokenizer_config.json"]
     local = tk.load_tokenizer(tk.TokenizerSpec("HuggingFaceTokenizer",
                                                model=os.path.join(DATA, "qwen2")))
     assert _ids(tk.load_tokenizer(spec), TEXTS) == _ids(local, TEXTS)

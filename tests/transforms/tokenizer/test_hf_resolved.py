@@ -78,7 +78,8 @@ def test_workers_tokenizer_is_the_checked_one(folder):
     assert worker.reference.backend.encode_special_tokens == \
         driver.reference.backend.encode_special_tokens
     assert tk.describe(spec, worker) == tk.describe(plain, driver)
-    assert (spec.options(), spec.files()) == (plain.options(), plain.files())
+    assert (tk.spec_options(spec), tk.spec_files(spec)) == (tk.spec_options(plain),
+                                                            tk.spec_files(plain))
     assert _ids(worker) == _ids(driver) == _ids(driver.reference)
 
 

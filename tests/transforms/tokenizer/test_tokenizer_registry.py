@@ -89,5 +89,5 @@ def test_a_new_kind_is_one_declaration(monkeypatch):
     tok = tk.load_tokenizer(dataclasses.replace(spec, backend="reference"))
     ids, lengths = tok.encode_batch(["ab", "c"])
     assert ids.tolist() == [97, 98, 99] and lengths.tolist() == [2, 1]
-    assert spec.files() == [] and spec.options() == {}
+    assert tk.spec_files(spec) == [] and tk.spec_options(spec) == {}
     assert toy.mismatch({"--tokenizer-model": "x"}) is None
