@@ -229,8 +229,8 @@ def runtime_jar(cfg: dict) -> str:
                                                      "spark-job-server.jar")
     if not os.path.isfile(jar):
         raise rconfig.ConfigError(
-            f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh --test` (it builds "
-            "Beam's Spark 3 job-server jar with Maven), or set job_server_jar to a "
+            f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh --spark` (it "
+            "builds Beam's Spark 3 job-server jar with Maven, ~2 min), or set job_server_jar to a "
             "beam-runners-spark-3-job-server jar you have")
     return os.path.realpath(jar)
 
@@ -386,7 +386,7 @@ def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str, work: str) -> l
                                                               "bin", "spark-submit")
     if not os.path.exists(submit):
         raise rconfig.ConfigError(f"spark_home: no spark-submit at {submit}; set spark_home to "
-                                  "your Spark 3.5, or run `bash scripts/setup.sh --test`")
+                                  "your Spark 3.5 (or `pip install pyspark==3.5.8` gives one: its package folder)")
     argv = [submit, "--master", cfg["master"], "--deploy-mode", cfg["deploy_mode"],
             "--class", "org.apache.beam.runners.spark.SparkPipelineRunner",
             "--name", f"{cfg['name']}-{run_id}", "--jars", staged.runtime_jar_cluster,
@@ -698,6 +698,12 @@ def _logs(args, cfg: dict) -> int:
 
 # --- command line --------------------------------------------------------------------------------
 
+def default_work_dir() -> str:
+    """``submit``'s ``--work-dir`` default: tokenbeam's per-user cache folder
+    (:func:`dataio.fs.cache_dir`), never the checkout or the current folder."""
+    return os.path.join(fsutil.cache_dir(), "spark-jobs")
+
+
 def parser() -> argparse.ArgumentParser:
     p = cli.ArgumentParser(prog="python -m runners.spark",
                                 description="Run the tokenize job on Spark (HDInsight through "
@@ -710,8 +716,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-submit", action="store_true", help="write the jar and the request, "
                    "do not submit")
     s.add_argument("--dry-run", action="store_true", help="print the tokenize plan only")
-    s.add_argument("--work-dir", default=os.path.join(".cache", "spark-jobs"),
-                   help="where the jar and the request are written before staging")
+    s.add_argument("--work-dir", default=None,
+                   help="where the jar, the request and spark-submit's log are written before "
+                   "staging (default: $XDG_CACHE_HOME/tokenbeam/spark-jobs, else "
+                   "~/.cache/tokenbeam/spark-jobs: outside the checkout)")
     s.add_argument("tokenize", nargs=argparse.REMAINDER, help="-- then the tokenize arguments")
     for name, help_ in (("status", "the batch's state"), ("cancel", "stop the batch"),
                         ("logs", "the batch's driver log")):
@@ -740,6 +748,7 @@ def _main(argv) -> int:
         if not args.tokenize:
             raise rconfig.ConfigError("give the tokenize arguments after --, e.g. -- --input "
                                       "'data/*.jsonl' --output out --tokenizer-type ...")
+        args.work_dir = args.work_dir or default_work_dir()
         return _submit(args, cfg)
     return {"status": _status, "cancel": _cancel, "logs": _logs}[args.command](args, cfg)
 
