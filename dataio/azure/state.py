@@ -116,6 +116,8 @@ class AzureState:
         self.credentials: dict[str | None, tuple[Any, Any]] = {}   # client id -> (aio, sync)
         self.hns: dict[str, bool] = {}              # account -> hierarchical namespace
         self.block_from_url: dict[str, bool] = {}   # account -> has Put Block From URL
+        # a worker (configure_worker ran): the submitting command's flags do not reach it
+        self.on_worker = False
 
     def __reduce__(self):
         raise TypeError("Azure secrets are process-local and must not be pickled")
