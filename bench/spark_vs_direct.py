@@ -18,7 +18,9 @@ and ``scripts/setup.sh --test``), then runs the same tokenize arguments:
   (skip with ``--no-flink``)
 
 "wall" is submit to exit of the whole command; every output must be byte-identical to the
-DirectRunner's. Medians over ``--repeats``, the runners taking turns.
+DirectRunner's. Medians over ``--repeats``, the runners taking turns. "Per MB beyond the
+fixed cost" subtracts each runner's one-document job (its start-up) from its wall: what the
+corpus itself costs, the figure to compare between runners.
 
 The fixed cost per Spark job is measured on a one-document input and split by the moments the
 launcher reports (to the 1 s of its polling): planning (until the pipeline jar is started),
@@ -145,6 +147,7 @@ def main(argv=None) -> int:
               f"{cores} CPUs; {opts.repeats} repeats", flush=True)
         walls: dict[str, list[float]] = {}
         fixed: list[dict[str, float]] = []
+        tiny_direct: list[float] = []
         reference = None
         staging, work = os.path.join(scratch, "staging"), os.path.join(scratch, "work")
         cluster = local_spark.LocalSpark(os.path.join(scratch, "spark"), cache_dir=CACHE,
@@ -166,6 +169,8 @@ def main(argv=None) -> int:
                 out = os.path.join(scratch, f"tiny-{rep}")
                 fixed.append(breakdown(submit_livy(cluster, job_args(tiny, tokenizer, out),
                                                    staging=staging, work=work, cores=cores)))
+                tiny_direct.append(run_direct(job_args(tiny, tokenizer, out + "-direct"),
+                                              workers=1)[0])
                 runs = [("direct (ref)", lambda a: run_direct(a, workers=1)[0]),
                         ("spark via livy", lambda a: submit_livy(
                             cluster, a, staging=staging, work=work, cores=cores)["wall"])]
@@ -187,6 +192,14 @@ def main(argv=None) -> int:
         for name, values in walls.items():
             wall = statistics.median(values)
             print(f"| {name} | {wall:.1f} | {wall / ref:.2f}x |")
+        # What a MB costs beyond each runner's fixed cost (its one-document job's wall).
+        fixed_wall = {"direct (ref)": statistics.median(tiny_direct),
+                      "spark via livy": statistics.median(f["wall"] for f in fixed)}
+        print("\nper MB beyond the fixed cost (wall minus the one-document job's, medians):\n")
+        print("| runner | one-document job s | s per MB | MB/s |\n|---|---:|---:|---:|")
+        for name, one in fixed_wall.items():
+            per_mb = max(statistics.median(walls[name]) - one, 1e-9) / mb
+            print(f"| {name} | {one:.1f} | {per_mb:.2f} | {1 / per_mb:.1f} |")
         print("\nfixed cost of one Spark job through Livy (one-document input, medians):\n")
         print("| phase | s |\n|---|---:|")
         for phase in [p for p in fixed[0] if p != "jar bytes"]:

@@ -6,6 +6,9 @@
     python -m runners.spark cancel --config FILE BATCH
     python -m runners.spark logs   --config FILE BATCH [--lines N]
 
+(BATCH: a Livy or Synapse batch id, or a YARN application id: ``status``, ``cancel`` and
+``logs`` ask YARN's ResourceManager REST API for ``spark`` configs with ``master: yarn``.)
+
 ``submit`` does on this machine what ``python -m pipelines.tokenize`` does before its pipeline
 runs (check the command line, the tokenizer and the output, take the output's lock, plan,
 skip committed shards), then writes the pipeline as a small jar (runners/spark_jar.py; the
@@ -43,6 +46,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -73,6 +77,7 @@ class LivyClient:
     """Livy's batch REST API (HDInsight's gateway, or any Livy 0.7+)."""
 
     runner = "livy"
+    noun = "batch"
 
     def __init__(self, base_url: str, *, auth=None, timeout: float = 60.0):
         import requests
@@ -195,6 +200,198 @@ class BatchNotFound(SparkError):
     """The cluster does not know this batch (never submitted, or forgotten since it ended)."""
 
 
+# --- YARN: applications that spark-submit --master yarn started ----------------------------------
+
+YARN_APP_ID = re.compile(r"\bSubmitted application (application_\d+_\d+)")
+
+
+def _hadoop_properties(conf_dir: str, name: str = "yarn-site.xml") -> dict[str, str]:
+    """The ``name``/``value`` pairs of a Hadoop configuration file, ``${other}`` expanded."""
+    import xml.etree.ElementTree as ET
+
+    path = os.path.join(conf_dir, name)
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as exc:
+        raise rconfig.ConfigError(f"hadoop_conf_dir: cannot read {path} ({exc}); point "
+                                  "hadoop_conf_dir at the cluster's Hadoop configuration") from None
+    props = {}
+    for prop in root.iter("property"):
+        key, value = prop.findtext("name"), prop.findtext("value")
+        if key and value is not None:
+            props[key.strip()] = value.strip()
+    pattern = re.compile(r"\$\{([^}]+)\}")
+    for _ in range(5):  # Hadoop expands nested references too (a few levels suffice)
+        props = {k: pattern.sub(lambda m: props.get(m.group(1), m.group(0)), v)
+                 for k, v in props.items()}
+    return props
+
+
+def resourcemanager_urls(conf_dir: str) -> list[str]:
+    """The ResourceManager web addresses ``yarn-site.xml`` names (every RM of an HA pair, as
+    HDInsight's two head nodes; the standby redirects to the active one)."""
+    props = _hadoop_properties(conf_dir)
+    https = props.get("yarn.http.policy", "HTTP_ONLY").upper() == "HTTPS_ONLY"
+    key, port = ("yarn.resourcemanager.webapp.https.address", 8090) if https else \
+        ("yarn.resourcemanager.webapp.address", 8088)
+    ids = [""]
+    if props.get("yarn.resourcemanager.ha.enabled", "false").lower() == "true":
+        ids = ["." + i.strip() for i in props.get("yarn.resourcemanager.ha.rm-ids", "").split(",")
+               if i.strip()] or [""]
+    urls = []
+    for suffix in ids:
+        address = props.get(key + suffix) or props.get(key)
+        host = props.get("yarn.resourcemanager.hostname" + suffix) or props.get(
+            "yarn.resourcemanager.hostname")
+        if not address or "${" in address:
+            address = f"{host}:{port}" if host else None
+        if address:
+            urls.append(f"{'https' if https else 'http'}://{address}")
+    if not urls:
+        raise rconfig.ConfigError(f"hadoop_conf_dir: {conf_dir}/yarn-site.xml names no "
+                                  "ResourceManager (yarn.resourcemanager.webapp.address or "
+                                  "yarn.resourcemanager.hostname)")
+    return urls
+
+
+class _NoRest(SparkError):
+    """The ResourceManager's REST API is not there (a web proxy, a secured cluster, a server
+    that answers its own 404 page): the ``yarn`` CLI is tried instead."""
+
+
+def _livy_state(state: str, final: str) -> str:
+    """A YARN application's state (and final status) as Livy names a batch's."""
+    state, final = state.upper(), final.upper()
+    if "KILLED" in (state, final):
+        return "killed"
+    if state == "FAILED" or (state == "FINISHED" and final != "SUCCEEDED"):
+        return "dead"
+    if state == "FINISHED":
+        return LIVY_OK
+    return state.lower() or "unknown"
+
+
+class YarnClient:
+    """YARN's ResourceManager REST API (``/ws/v1/cluster/apps/{id}``) for the applications
+    ``spark-submit --master yarn`` starts: the same ``state``/``log``/``cancel`` as
+    :class:`LivyClient`, with YARN's states mapped to Livy's (FINISHED + SUCCEEDED: success;
+    FAILED or FINISHED + FAILED: dead; KILLED: killed; ACCEPTED, RUNNING, ...: lowercased).
+    Where the REST API does not answer as one (a secured cluster refuses its writes), the
+    ``yarn`` CLI on PATH does the same (``yarn application -status|-kill``, ``yarn logs``)."""
+
+    runner = "yarn"
+    noun = "application"
+
+    def __init__(self, cfg: dict):
+        import requests
+
+        self.env = spark_submit_env(cfg)
+        self.urls = resourcemanager_urls(self.env["HADOOP_CONF_DIR"])
+        self.url = self.urls[0]
+        self._session = requests.Session()
+        self._timeout = cfg["request_timeout"]
+
+    def _cli(self, *args: str, ok_codes=(0,)) -> str:
+        yarn = shutil.which("yarn", path=self.env.get("PATH"))
+        if yarn is None:
+            raise SparkError(f"{self.url}: the ResourceManager's REST API did not answer, and "
+                             "there is no `yarn` command on PATH to ask instead; run this on a "
+                             "machine with the Hadoop client (an HDInsight head node)")
+        proc = subprocess.run([yarn, *args], capture_output=True, text=True, env=self.env,
+                              timeout=max(60, self._timeout * 2))
+        out = proc.stdout + proc.stderr
+        if re.search(r"doesn't exist|could not be found|not found", out) and proc.returncode:
+            raise BatchNotFound(f"yarn {' '.join(args)}: {redact(out.strip().splitlines()[-1])}")
+        if proc.returncode not in ok_codes:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise SparkError(f"yarn {' '.join(args)} exited {proc.returncode}: {redact(tail)[:500]}")
+        return proc.stdout
+
+    def request(self, method: str, url_or_path: str, *, ok=(200, 202), text=False, **kwargs):
+        import requests
+
+        urls = [url_or_path] if "://" in url_or_path else [u + url_or_path for u in self.urls]
+        failure = None
+        for url in urls:
+            try:
+                response = self._session.request(method, url, timeout=self._timeout, **kwargs)
+            except requests.RequestException as exc:
+                failure = (f"{url}: no answer ({type(exc).__name__}: {redact(str(exc))[:300]}); "
+                           "check hadoop_conf_dir's yarn-site.xml and that this machine reaches "
+                           "the ResourceManager")
+                continue  # an HA pair: the other ResourceManager may be the one up
+            if response.status_code == 404:
+                if "json" not in response.headers.get("Content-Type", ""):
+                    raise _NoRest(f"{method} {url}: 404 without YARN's JSON")
+                raise BatchNotFound(f"{method} {url}: not found (404): "
+                                    f"{redact(response.text)[:200]}")
+            if response.status_code in (401, 403):
+                raise _NoRest(f"{method} {url}: refused ({response.status_code}): "
+                              f"{redact(response.text)[:300]}")
+            if response.status_code not in ok:
+                raise SparkError(f"{method} {url}: HTTP {response.status_code}: "
+                                 f"{redact(response.text)[:500]}")
+            if "://" not in url_or_path:
+                self.url = url[:-len(url_or_path)]  # the ResourceManager that answered
+            return response.text if text else (response.json() if response.content else {})
+        raise _NoRest(failure)
+
+    def check_credentials(self) -> None:
+        """Nothing to fetch: an unsecured ResourceManager answers anyone on its network."""
+
+    def info(self, app: str) -> dict:
+        return self.request("GET", f"/ws/v1/cluster/apps/{app}").get("app", {})
+
+    def state(self, app: str) -> str:
+        try:
+            info = self.info(app)
+            return _livy_state(info.get("state", ""), info.get("finalStatus", ""))
+        except _NoRest:
+            report = self._cli("application", "-status", app)
+            state = re.search(r"^\s*State\s*:\s*(\w+)", report, re.M)
+            final = re.search(r"^\s*Final-State\s*:\s*(\w+)", report, re.M)
+            return _livy_state(state.group(1) if state else "", final.group(1) if final else "")
+
+    def log(self, app: str, lines: int) -> list[str]:
+        """The tail of the application master's ``stderr`` (in cluster mode, the Spark
+        driver's log) from its NodeManager's REST API; where that fails, ``yarn logs`` (a
+        finished application's aggregated logs)."""
+        logs_url = self._am_logs_url(app)
+        match = re.match(r"(https?://[^/]+)/node/containerlogs/([^/]+)", logs_url)
+        if not match:
+            raise SparkError(f"application {app}: YARN names no application master's log yet "
+                             "(not started?); try again once it runs")
+        node, container = match.groups()
+        try:
+            text = self.request("GET", f"{node}/ws/v1/node/containerlogs/{container}/stderr",
+                                params={"size": -max(lines, 1) * 400}, text=True)
+        except _NoRest:
+            text = self._cli("logs", "-applicationId", app, "-containerId", container,
+                             "-log_files", "stderr", "-size", str(-max(lines, 1) * 400))
+        return text.splitlines()[-lines:]
+
+    def _am_logs_url(self, app: str) -> str:
+        """The application master container's log URL (``http://NODE/node/containerlogs/
+        CONTAINER/USER``): the RM's ``amContainerLogs``, else the ``yarn`` CLI's report of the
+        latest attempt's AM container."""
+        try:
+            return self.info(app).get("amContainerLogs") or ""
+        except _NoRest:
+            attempts = re.findall(r"\b(container_\w+)", self._cli("applicationattempt", "-list",
+                                                                    app))
+            if not attempts:
+                return ""
+            report = self._cli("container", "-status", attempts[-1])
+            match = re.search(r"LOG-URL\s*:\s*(\S+)", report)
+            return match.group(1) if match else ""
+
+    def cancel(self, app: str) -> None:
+        try:
+            self.request("PUT", f"/ws/v1/cluster/apps/{app}/state", json={"state": "KILLED"})
+        except _NoRest:
+            self._cli("application", "-kill", app)
+
+
 def client_for(cfg: dict):
     kind = cfg["kind"]
     if kind == "spark_hdinsight":
@@ -210,8 +407,11 @@ def client_for(cfg: dict):
         return LivyClient(cfg["livy_url"], auth=(user, password), timeout=cfg["request_timeout"])
     if kind == "spark_synapse":
         return SynapseClient(cfg)
-    raise rconfig.ConfigError(f"kind {kind}: batches are submitted with spark-submit here; "
-                              "status, cancel and logs are for spark_hdinsight and spark_synapse")
+    if cfg["master"] == "yarn":
+        return YarnClient(cfg)
+    raise rconfig.ConfigError(f"master {cfg['master']}: a standalone Spark's applications end "
+                              "with the submit that waits for them; status, cancel and logs "
+                              "are for spark_hdinsight, spark_synapse and master: yarn")
 
 
 # --- the job -------------------------------------------------------------------------------------
@@ -491,7 +691,9 @@ def _submit(args, cfg: dict) -> int:
                 return _write_request(args, cfg, staged, run_id=run_id, work=work, output=io.output)
             if cfg["kind"] == "spark":
                 submitted = True
-                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work)
+                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work,
+                                          on_application=_yarn_recorder(
+                                              args, cfg, output=io.output, run_id=run_id))
             else:
                 body = batch_body(cfg, staged, run_id=run_id)
                 _save_request(work, {"method": "POST", "url": batches_url(cfg) + "/batches",
@@ -576,7 +778,7 @@ def _wait(client, batch: str, *, poll: float) -> str:
     while True:
         state = client.state(batch)
         if state != last:
-            print(f"batch {batch}: {state}", flush=True)
+            print(f"{client.noun} {batch}: {state}", flush=True)
             last = state
         if state in LIVY_TERMINAL:
             return state
@@ -588,12 +790,15 @@ def _print_log_tail(client, batch: str, lines: int = LOG_TAIL_LINES) -> None:
         tail = client.log(batch, lines)
     except SparkError as exc:
         tail = [f"(no log: {exc})"]
-    print(f"--- the last {len(tail)} lines of batch {batch}'s log ---", file=sys.stderr)
+    print(f"--- the last {len(tail)} lines of {client.noun} {batch}'s log ---", file=sys.stderr)
     for line in tail:
         print(redact(str(line)), file=sys.stderr)
 
 
-def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> str:
+def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str,
+                      on_application=None) -> str:
+    """Run spark-submit and wait for it; on YARN, ``on_application(id)`` as soon as its log
+    names the application it submitted."""
     argv = spark_submit_argv(cfg, staged, run_id=run_id, work=work)
     env = spark_submit_env(cfg)
     log_path = os.path.join(work, "spark-submit.log")
@@ -602,7 +807,13 @@ def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> s
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            rc = proc.wait()
+            app = None
+            while (rc := proc.poll()) is None:
+                if app is None and on_application is not None:
+                    app = _yarn_application(log_path)
+                    if app is not None:
+                        on_application(app)
+                time.sleep(0.5)
         except BaseException:
             os.killpg(proc.pid, 15)
             proc.wait()
@@ -615,6 +826,33 @@ def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> s
             print(redact(line), file=sys.stderr)
         return "dead"
     return LIVY_OK
+
+
+def _yarn_application(log_path: str) -> str | None:
+    """The application id spark-submit's YARN client logged ("Submitted application ..."), if
+    it has yet."""
+    try:
+        with open(log_path, "rb") as f:
+            match = YARN_APP_ID.search(f.read().decode("utf-8", "replace"))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def _yarn_recorder(args, cfg: dict, *, output: str, run_id: str):
+    """``on_application`` for :func:`_run_spark_submit` on YARN: the application id goes where
+    a Livy batch id goes (the output's detached hold) and is printed with the commands that
+    follow it."""
+    if cfg["master"] != "yarn":
+        return None
+
+    def record(app: str) -> None:
+        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": "yarn",
+                                                   HELD_BATCHES_KEY: app})
+        print(f"submitted application {app} to YARN; from another shell: python -m "
+              f"runners.spark status --config {args.config} {app} [--wait] (logs: ... logs; "
+              "stop: ... cancel; with the same --set overrides)", flush=True)
+    return record
 
 
 REQUEST_NAME = "batch-request.json"
@@ -665,7 +903,7 @@ def _status(args, cfg: dict) -> int:
         state = _wait(client, args.batch, poll=cfg["poll_interval"])
     else:
         state = client.state(args.batch)
-        print(f"batch {args.batch}: {state}")
+        print(f"{client.noun} {args.batch}: {state}")
     if state in LIVY_TERMINAL and state != LIVY_OK:
         _print_log_tail(client, args.batch)
         return 1
@@ -685,7 +923,7 @@ def _cancel(args, cfg: dict) -> int:
         if state in LIVY_TERMINAL:
             break
         time.sleep(1)
-    print(f"batch {args.batch}: {state} (a resubmission skips the shards it committed)")
+    print(f"{client.noun} {args.batch}: {state} (a resubmission skips the shards it committed)")
     return 0 if state in LIVY_TERMINAL else 1
 
 
@@ -724,8 +962,10 @@ def parser() -> argparse.ArgumentParser:
     for name, help_ in (("status", "the batch's state"), ("cancel", "stop the batch"),
                         ("logs", "the batch's driver log")):
         c = sub.add_parser(name, help=help_)
-        rconfig.add_override_arguments(c, {}, kind="spark_hdinsight | spark_synapse")
-        c.add_argument("batch", help="the batch id submit printed")
+        rconfig.add_override_arguments(c, {}, kind="spark_hdinsight | spark_synapse | spark "
+                                       "with master: yarn")
+        c.add_argument("batch", help="the batch id (Livy, Synapse) or YARN application id "
+                       "submit printed")
         if name == "status":
             c.add_argument("--wait", action="store_true", help="block until the batch ends")
         if name == "logs":
