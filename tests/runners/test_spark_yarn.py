@@ -25,7 +25,7 @@ import yarn_minicluster
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
-from runners import spark
+from runners import spark, spark_clients
 from tests.clusters import local_spark
 
 
@@ -205,16 +205,16 @@ def test_resourcemanager_addresses_come_from_yarn_site(tmp_path):
             + "</configuration>")
     site({"yarn.resourcemanager.hostname": "rm0", "yarn.resourcemanager.webapp.address":
           "${yarn.resourcemanager.hostname}:8088"})
-    assert spark.resourcemanager_urls(str(tmp_path)) == ["http://rm0:8088"]
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["http://rm0:8088"]
     # HDInsight: two head nodes, an HA pair
     site({"yarn.resourcemanager.ha.enabled": "true", "yarn.resourcemanager.ha.rm-ids": "rm1,rm2",
           "yarn.resourcemanager.webapp.address.rm1": "hn0:8088",
           "yarn.resourcemanager.hostname.rm2": "hn1"})
-    assert spark.resourcemanager_urls(str(tmp_path)) == ["http://hn0:8088", "http://hn1:8088"]
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["http://hn0:8088", "http://hn1:8088"]
     site({"yarn.http.policy": "HTTPS_ONLY", "yarn.resourcemanager.hostname": "rm0"})
-    assert spark.resourcemanager_urls(str(tmp_path)) == ["https://rm0:8090"]
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["https://rm0:8090"]
     cfg = _yarn_cfg(tmp_path, hadoop_conf_dir=str(tmp_path))
-    assert isinstance(spark.client_for(cfg), spark.YarnClient)
+    assert isinstance(spark.client_for(cfg), spark_clients.YarnClient)
     with pytest.raises(rc.ConfigError, match="standalone Spark"):
         spark.client_for(rc.load(os.path.join(ROOT, "runners/spark.yaml"),
                                  {"staging_dir": str(tmp_path)}))
