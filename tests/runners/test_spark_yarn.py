@@ -224,3 +224,23 @@ def test_cluster_deploy_mode_only_on_yarn(tmp_path):
     with pytest.raises(rc.ConfigError, match="deploy_mode"):
         rc.load(os.path.join(ROOT, "runners/spark.yaml"),
                 {"staging_dir": str(tmp_path), "deploy_mode": "cluster"})
+
+
+@pytest.mark.parametrize("state, final, livy", [
+    ("FINISHED", "SUCCEEDED", "success"), ("FINISHED", "FAILED", "dead"),
+    ("FAILED", "FAILED", "dead"), ("KILLED", "KILLED", "killed"), ("FINISHED", "KILLED", "killed"),
+    ("ACCEPTED", "UNDEFINED", "accepted"), ("RUNNING", "UNDEFINED", "running")])
+def test_yarn_states_read_as_livys(state, final, livy):
+    assert spark_clients._livy_state(state, final) == livy
+    assert (livy in spark.LIVY_TERMINAL) == (state in ("FINISHED", "FAILED", "KILLED"))
+
+
+def test_the_application_id_is_read_from_spark_submits_log(tmp_path):
+    log = tmp_path / "spark-submit.log"
+    log.write_text("25/11/26 04:30:01 INFO Client: Requesting a new application\n")
+    assert spark._yarn_application(str(log)) is None
+    with log.open("a") as f:
+        f.write("25/11/26 04:30:02 INFO YarnClientImpl: Submitted application "
+                "application_1795667552109_0001\n")
+    assert spark._yarn_application(str(log)) == "application_1795667552109_0001"
+    assert spark._yarn_application(str(tmp_path / "none.log")) is None
