@@ -30,7 +30,8 @@ prebuilt=beam-runners-flink-$FLINK_MINOR-job-server-$PREBUILT_BEAM.jar
 built=beam-runners-flink-$FLINK_MINOR-job-server-$BUILD_BEAM.jar
 
 installed() {
-  [ -f "$CACHE/flink/$FLINK_VERSION/.installed" ] && command -v java >/dev/null 2>&1 \
+  [ -f "$CACHE/flink/$FLINK_VERSION/.installed" ] && [ -e "$CACHE/flink/home" ] \
+    && [ -s "$dest/flink-job-server.jar" ] && command -v java >/dev/null 2>&1 \
     && { [ -s "$dest/$prebuilt" ] || [ -s "$dest/$built" ]; }
 }
 
