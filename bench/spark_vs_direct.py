@@ -17,6 +17,10 @@ and ``scripts/setup.sh --test``), then runs the same tokenize arguments:
 - ``slurm+flink``   ``python -m runners.slurm submit --wait`` on a 1-node local SLURM cluster
   (skip with ``--no-flink``)
 
+The executors' Python SDK workers run the tokenbeam installed in this interpreter's environment
+(``python_env``), not the checkout: the two must be the same code, or the workers fail to
+unpickle the pipeline.
+
 "wall" is submit to exit of the whole command; every output must be byte-identical to the
 DirectRunner's. Medians over ``--repeats``, the runners taking turns. "Per MB beyond the
 fixed cost" subtracts each runner's one-document job (its start-up) from its wall: what the
