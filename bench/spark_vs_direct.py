@@ -17,8 +17,14 @@ and ``scripts/setup.sh --test``), then runs the same tokenize arguments:
 - ``slurm+flink``   ``python -m runners.slurm submit --wait`` on a 1-node local SLURM cluster
   (skip with ``--no-flink``)
 
+The executors' Python SDK workers run the tokenbeam installed in this interpreter's environment
+(``python_env``), not the checkout: the two must be the same code, or the workers fail to
+unpickle the pipeline.
+
 "wall" is submit to exit of the whole command; every output must be byte-identical to the
-DirectRunner's. Medians over ``--repeats``, the runners taking turns.
+DirectRunner's. Medians over ``--repeats``, the runners taking turns. "Per MB beyond the
+fixed cost" subtracts each runner's one-document job (its start-up) from its wall: what the
+corpus itself costs, the figure to compare between runners.
 
 The fixed cost per Spark job is measured on a one-document input and split by the moments the
 launcher reports (to the 1 s of its polling): planning (until the pipeline jar is started),
@@ -145,6 +151,7 @@ def main(argv=None) -> int:
               f"{cores} CPUs; {opts.repeats} repeats", flush=True)
         walls: dict[str, list[float]] = {}
         fixed: list[dict[str, float]] = []
+        tiny_direct: list[float] = []
         reference = None
         staging, work = os.path.join(scratch, "staging"), os.path.join(scratch, "work")
         cluster = local_spark.LocalSpark(os.path.join(scratch, "spark"), cache_dir=CACHE,
@@ -166,6 +173,8 @@ def main(argv=None) -> int:
                 out = os.path.join(scratch, f"tiny-{rep}")
                 fixed.append(breakdown(submit_livy(cluster, job_args(tiny, tokenizer, out),
                                                    staging=staging, work=work, cores=cores)))
+                tiny_direct.append(run_direct(job_args(tiny, tokenizer, out + "-direct"),
+                                              workers=1)[0])
                 runs = [("direct (ref)", lambda a: run_direct(a, workers=1)[0]),
                         ("spark via livy", lambda a: submit_livy(
                             cluster, a, staging=staging, work=work, cores=cores)["wall"])]
@@ -187,6 +196,17 @@ def main(argv=None) -> int:
         for name, values in walls.items():
             wall = statistics.median(values)
             print(f"| {name} | {wall:.1f} | {wall / ref:.2f}x |")
+        # What a MB costs beyond each runner's fixed cost (its one-document job's wall).
+        fixed_wall = {"direct (ref)": statistics.median(tiny_direct),
+                      "spark via livy": statistics.median(f["wall"] for f in fixed)}
+        print("\nper MB beyond the fixed cost (wall minus the one-document job's, medians):\n")
+        print("| runner | one-document job s | s per MB | MB/s |\n|---|---:|---:|---:|")
+        for name, one in fixed_wall.items():
+            per_mb = (statistics.median(walls[name]) - one) / mb
+            if per_mb <= 0:  # the corpus cost less than the runs' noise: a bigger --docs helps
+                print(f"| {name} | {one:.1f} | below the noise | - |")
+            else:
+                print(f"| {name} | {one:.1f} | {per_mb:.3f} | {1 / per_mb:.1f} |")
         print("\nfixed cost of one Spark job through Livy (one-document input, medians):\n")
         print("| phase | s |\n|---|---:|")
         for phase in [p for p in fixed[0] if p != "jar bytes"]:

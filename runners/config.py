@@ -14,7 +14,7 @@ Contract:
   from; a value from the command line (or any value when there is no file) against
   ``base_dir``, the current directory by default, as any path typed in a shell.
 - :func:`resolve_flink` / :func:`resolve_job_server_jar` find the Flink distribution and the
-  Beam job-server jar: the config's value, else what ``scripts/setup.sh --test`` provisioned
+  Beam job-server jar: the config's value, else what ``scripts/setup.sh --flink`` (or ``--spark``) provisioned
   under ``cache_dir``. They never download anything.
 - :func:`split_secrets` keeps credentials out of anything written to disk.
 
@@ -460,7 +460,7 @@ def resolve_flink(cfg: dict) -> tuple[str, str]:
     version = _flink_dist_version(home) if os.path.isdir(home) else None
     if version is None:
         raise ConfigError(f"flink_home: no Flink distribution at {home} (no lib/flink-dist-*.jar)."
-                          " Run `bash scripts/setup.sh --test` to provision one under "
+                          " Run `bash scripts/setup.sh --flink` to provision one under "
                           f"{cache or 'cache_dir'}, or set flink_home (--flink-home) to your "
                           "Flink's folder (the one holding bin/ and lib/)")
     if wanted and not (version == wanted or version.startswith(wanted + ".")):
@@ -478,7 +478,7 @@ def resolve_job_server_jar(cfg: dict, flink_version: str | None = None) -> str:
         jar = os.path.join(cache, "jars", "flink-job-server.jar")
     if not os.path.isfile(jar):
         raise ConfigError(f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh "
-                          "--test`, or set job_server_jar (--job-server-jar) to a "
+                          "--flink`, or set job_server_jar (--job-server-jar) to a "
                           "beam-runners-flink-<flink minor>-job-server-<beam>.jar you have")
     jar = os.path.realpath(jar)
     m = re.search(r"beam-runners-flink-(\d+\.\d+)-job-server", os.path.basename(jar))

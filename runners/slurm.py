@@ -16,7 +16,7 @@ pending for a reason that never passes (``PartitionConfig``...) is cancelled whi
 then only prints its plan, on the allocation, without starting Flink).
 
 The Flink distribution and the Beam job-server jar come from the config or from what
-``scripts/setup.sh --test`` provisioned under ``cache_dir``; nothing is downloaded, and both
+``scripts/setup.sh --flink`` provisioned under ``cache_dir``; nothing is downloaded, and both
 must sit on storage every node sees. Every rendered value is shell-quoted; secret flags are
 left out of the script (the job inherits the submitting environment instead).
 

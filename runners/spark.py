@@ -6,6 +6,9 @@
     python -m runners.spark cancel --config FILE BATCH
     python -m runners.spark logs   --config FILE BATCH [--lines N]
 
+(BATCH: a Livy or Synapse batch id, or a YARN application id: ``status``, ``cancel`` and
+``logs`` ask YARN's ResourceManager REST API for ``spark`` configs with ``master: yarn``.)
+
 ``submit`` does on this machine what ``python -m pipelines.tokenize`` does before its pipeline
 runs (check the command line, the tokenizer and the output, take the output's lock, plan,
 skip committed shards), then writes the pipeline as a small jar (runners/spark_jar.py; the
@@ -43,6 +46,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -56,144 +60,12 @@ from dataio import file_hashes
 from dataio import lock as output_lock
 from runtime.redact import redact, secret_name_pattern
 from runners import config as rconfig
+from runners.spark_clients import (LIVY_OK, LIVY_TERMINAL, YARN_APP_ID, BatchNotFound,
+                                   LivyClient, SparkError, SynapseClient, YarnClient, batches_url)
 
-LIVY_TERMINAL = {"success", "dead", "killed", "error"}
-LIVY_OK = "success"
 HELD_BATCHES_KEY = "batch"
 RUNTIME_PREFIX = "beam-spark-runtime-"
 LOG_TAIL_LINES = 40
-
-
-class SparkError(errors.RunError):
-    """The cluster refused or failed a request (exit status 1)."""
-
-
-# --- clients -------------------------------------------------------------------------------------
-
-class LivyClient:
-    """Livy's batch REST API (HDInsight's gateway, or any Livy 0.7+)."""
-
-    runner = "livy"
-
-    def __init__(self, base_url: str, *, auth=None, timeout: float = 60.0):
-        import requests
-
-        self.url = base_url.rstrip("/")
-        self._session = requests.Session()
-        self._session.headers["X-Requested-By"] = "tokenbeam"  # Livy's CSRF protection
-        self._auth = auth
-        self._timeout = timeout
-
-    def _headers(self) -> dict:
-        return {}
-
-    def request(self, method: str, path: str, *, ok=(200, 201), **kwargs) -> dict:
-        import requests
-
-        url = f"{self.url}{path}"
-        try:
-            response = self._session.request(method, url, auth=self._auth, timeout=self._timeout,
-                                             headers=self._headers(), **kwargs)
-        except requests.RequestException as exc:
-            raise SparkError(f"{url}: no answer ({type(exc).__name__}: "
-                             f"{redact(str(exc))[:300]}); check the address in the config and "
-                             "that this machine can reach it") from None
-        if response.status_code in (401, 403):
-            raise SparkError(f"{method} {url}: refused ({response.status_code}): "
-                             f"{redact(response.text)[:300]}; {self.auth_hint()}")
-        if response.status_code == 404:
-            raise BatchNotFound(f"{method} {url}: not found (404): {redact(response.text)[:200]}")
-        if response.status_code not in ok:
-            raise SparkError(f"{method} {url}: HTTP {response.status_code}: "
-                             f"{redact(response.text)[:500]}")
-        return response.json() if response.content else {}
-
-    def auth_hint(self) -> str:
-        return "check the cluster login in the environment variables the config names"
-
-    def check_credentials(self) -> None:
-        """Nothing to fetch for basic auth (the cluster checks it on the first request)."""
-
-    def submit(self, body: dict) -> str:
-        return str(self.request("POST", "/batches", json=body)["id"])
-
-    def state(self, batch: str) -> str:
-        return self.request("GET", f"/batches/{batch}/state")["state"]
-
-    def info(self, batch: str) -> dict:
-        return self.request("GET", f"/batches/{batch}")
-
-    def log(self, batch: str, lines: int) -> list[str]:
-        total = self.request("GET", f"/batches/{batch}/log", params={"from": 0, "size": 0})
-        start = max(0, int(total.get("total", 0)) - lines)
-        return self.request("GET", f"/batches/{batch}/log",
-                            params={"from": start, "size": lines}).get("log", [])
-
-    def cancel(self, batch: str) -> None:
-        self.request("DELETE", f"/batches/{batch}")
-
-
-def batches_url(cfg: dict) -> str:
-    """The base URL under which ``/batches`` lives, for a Livy or Synapse config."""
-    if cfg["kind"] == "spark_synapse":
-        return (f"{cfg['workspace'].rstrip('/')}/livyApi/versions/{cfg['livy_api_version']}"
-                f"/sparkPools/{cfg['spark_pool']}")
-    return cfg["livy_url"].rstrip("/")
-
-
-class SynapseClient(LivyClient):
-    """A Synapse Spark pool's batch API: Livy's, under the workspace's ``livyApi`` path, with
-    a bearer token from ``DefaultAzureCredential``."""
-
-    runner = "synapse"
-
-    def __init__(self, cfg: dict):
-        super().__init__(batches_url(cfg), timeout=cfg["request_timeout"])
-        self._scope = cfg["token_scope"]
-        self._client_id = cfg["managed_identity_client_id"]
-        self._credential = None
-        self._token = None
-
-    def _headers(self) -> dict:
-        if self._token is None or self._token.expires_on - time.time() < 300:
-            self._token = self._get_token()
-        return {"Authorization": f"Bearer {self._token.token}"}
-
-    def _get_token(self):
-        from azure.core.exceptions import ClientAuthenticationError
-        from azure.identity import DefaultAzureCredential
-
-        if self._credential is None:
-            kwargs = {"process_timeout": 10, "retry_total": 1}
-            if self._client_id:
-                kwargs["managed_identity_client_id"] = self._client_id
-            self._credential = DefaultAzureCredential(**kwargs)
-        try:
-            return self._credential.get_token(self._scope)
-        except ClientAuthenticationError as exc:
-            tried = " ".join(str(exc).split())[:900]
-            raise SparkError(f"no Azure credential for the Synapse workspace {self.url.split('/livyApi')[0]} "
-                             f"(scope {self._scope}): {tried}. Sign in (az login), or set "
-                             "AZURE_CLIENT_ID/AZURE_TENANT_ID/AZURE_CLIENT_SECRET, or run where a "
-                             "managed identity is assigned; the identity needs the Synapse "
-                             "role 'Synapse Compute Operator' on the pool") from None
-
-    def check_credentials(self) -> None:
-        self._headers()
-
-    def auth_hint(self) -> str:
-        return ("the identity DefaultAzureCredential found has no Synapse role on this pool "
-                "(it needs 'Synapse Compute Operator' or higher)")
-
-    def state(self, batch: str) -> str:
-        return self.info(batch)["state"]
-
-    def log(self, batch: str, lines: int) -> list[str]:
-        return list(self.info(batch).get("log") or [])[-lines:]
-
-
-class BatchNotFound(SparkError):
-    """The cluster does not know this batch (never submitted, or forgotten since it ended)."""
 
 
 def client_for(cfg: dict):
@@ -211,8 +83,11 @@ def client_for(cfg: dict):
         return LivyClient(cfg["livy_url"], auth=(user, password), timeout=cfg["request_timeout"])
     if kind == "spark_synapse":
         return SynapseClient(cfg)
-    raise rconfig.ConfigError(f"kind {kind}: batches are submitted with spark-submit here; "
-                              "status, cancel and logs are for spark_hdinsight and spark_synapse")
+    if cfg["master"] == "yarn":
+        return YarnClient(cfg, env=spark_submit_env(cfg))
+    raise rconfig.ConfigError(f"master {cfg['master']}: a standalone Spark's applications end "
+                              "with the submit that waits for them; status, cancel and logs "
+                              "are for spark_hdinsight, spark_synapse and master: yarn")
 
 
 # --- the job -------------------------------------------------------------------------------------
@@ -230,8 +105,8 @@ def runtime_jar(cfg: dict) -> str:
                                                      "spark-job-server.jar")
     if not os.path.isfile(jar):
         raise rconfig.ConfigError(
-            f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh --test` (it builds "
-            "Beam's Spark 3 job-server jar with Maven), or set job_server_jar to a "
+            f"job_server_jar: {jar} does not exist. Run `bash scripts/setup.sh --spark` (it "
+            "builds Beam's Spark 3 job-server jar with Maven, ~2 min), or set job_server_jar to a "
             "beam-runners-spark-3-job-server jar you have")
     return os.path.realpath(jar)
 
@@ -387,7 +262,7 @@ def spark_submit_argv(cfg: dict, staged: Staged, *, run_id: str, work: str) -> l
                                                               "bin", "spark-submit")
     if not os.path.exists(submit):
         raise rconfig.ConfigError(f"spark_home: no spark-submit at {submit}; set spark_home to "
-                                  "your Spark 3.5, or run `bash scripts/setup.sh --test`")
+                                  "your Spark 3.5 (or `pip install pyspark==3.5.8` gives one: its package folder)")
     argv = [submit, "--master", cfg["master"], "--deploy-mode", cfg["deploy_mode"],
             "--class", "org.apache.beam.runners.spark.SparkPipelineRunner",
             "--name", f"{cfg['name']}-{run_id}", "--jars", staged.runtime_jar_cluster,
@@ -492,7 +367,9 @@ def _submit(args, cfg: dict) -> int:
                 return _write_request(args, cfg, staged, run_id=run_id, work=work, output=io.output)
             if cfg["kind"] == "spark":
                 submitted = True
-                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work)
+                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work,
+                                          on_application=_yarn_recorder(
+                                              args, cfg, output=io.output, run_id=run_id))
             else:
                 body = batch_body(cfg, staged, run_id=run_id)
                 _save_request(work, {"method": "POST", "url": batches_url(cfg) + "/batches",
@@ -577,7 +454,7 @@ def _wait(client, batch: str, *, poll: float) -> str:
     while True:
         state = client.state(batch)
         if state != last:
-            print(f"batch {batch}: {state}", flush=True)
+            print(f"{client.noun} {batch}: {state}", flush=True)
             last = state
         if state in LIVY_TERMINAL:
             return state
@@ -589,12 +466,15 @@ def _print_log_tail(client, batch: str, lines: int = LOG_TAIL_LINES) -> None:
         tail = client.log(batch, lines)
     except SparkError as exc:
         tail = [f"(no log: {exc})"]
-    print(f"--- the last {len(tail)} lines of batch {batch}'s log ---", file=sys.stderr)
+    print(f"--- the last {len(tail)} lines of {client.noun} {batch}'s log ---", file=sys.stderr)
     for line in tail:
         print(redact(str(line)), file=sys.stderr)
 
 
-def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> str:
+def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str,
+                      on_application=None) -> str:
+    """Run spark-submit and wait for it; on YARN, ``on_application(id)`` as soon as its log
+    names the application it submitted."""
     argv = spark_submit_argv(cfg, staged, run_id=run_id, work=work)
     env = spark_submit_env(cfg)
     log_path = os.path.join(work, "spark-submit.log")
@@ -603,7 +483,13 @@ def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> s
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            rc = proc.wait()
+            app = None
+            while (rc := proc.poll()) is None:
+                if app is None and on_application is not None:
+                    app = _yarn_application(log_path)
+                    if app is not None:
+                        on_application(app)
+                time.sleep(0.5)
         except BaseException:
             os.killpg(proc.pid, 15)
             proc.wait()
@@ -616,6 +502,33 @@ def _run_spark_submit(cfg: dict, staged: Staged, *, run_id: str, work: str) -> s
             print(redact(line), file=sys.stderr)
         return "dead"
     return LIVY_OK
+
+
+def _yarn_application(log_path: str) -> str | None:
+    """The application id spark-submit's YARN client logged ("Submitted application ..."), if
+    it has yet."""
+    try:
+        with open(log_path, "rb") as f:
+            match = YARN_APP_ID.search(f.read().decode("utf-8", "replace"))
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def _yarn_recorder(args, cfg: dict, *, output: str, run_id: str):
+    """``on_application`` for :func:`_run_spark_submit` on YARN: the application id goes where
+    a Livy batch id goes (the output's detached hold) and is printed with the commands that
+    follow it."""
+    if cfg["master"] != "yarn":
+        return None
+
+    def record(app: str) -> None:
+        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": "yarn",
+                                                   HELD_BATCHES_KEY: app})
+        print(f"submitted application {app} to YARN; from another shell: python -m "
+              f"runners.spark status --config {args.config} {app} [--wait] (logs: ... logs; "
+              "stop: ... cancel; with the same --set overrides)", flush=True)
+    return record
 
 
 REQUEST_NAME = "batch-request.json"
@@ -666,7 +579,7 @@ def _status(args, cfg: dict) -> int:
         state = _wait(client, args.batch, poll=cfg["poll_interval"])
     else:
         state = client.state(args.batch)
-        print(f"batch {args.batch}: {state}")
+        print(f"{client.noun} {args.batch}: {state}")
     if state in LIVY_TERMINAL and state != LIVY_OK:
         _print_log_tail(client, args.batch)
         return 1
@@ -686,7 +599,7 @@ def _cancel(args, cfg: dict) -> int:
         if state in LIVY_TERMINAL:
             break
         time.sleep(1)
-    print(f"batch {args.batch}: {state} (a resubmission skips the shards it committed)")
+    print(f"{client.noun} {args.batch}: {state} (a resubmission skips the shards it committed)")
     return 0 if state in LIVY_TERMINAL else 1
 
 
@@ -698,6 +611,12 @@ def _logs(args, cfg: dict) -> int:
 
 
 # --- command line --------------------------------------------------------------------------------
+
+def default_work_dir() -> str:
+    """``submit``'s ``--work-dir`` default: tokenbeam's per-user cache folder
+    (:func:`dataio.fs.cache_dir`), never the checkout or the current folder."""
+    return os.path.join(fsutil.cache_dir(), "spark-jobs")
+
 
 def parser() -> argparse.ArgumentParser:
     p = cli.ArgumentParser(prog="python -m runners.spark",
@@ -711,14 +630,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--no-submit", action="store_true", help="write the jar and the request, "
                    "do not submit")
     s.add_argument("--dry-run", action="store_true", help="print the tokenize plan only")
-    s.add_argument("--work-dir", default=os.path.join(".cache", "spark-jobs"),
-                   help="where the jar and the request are written before staging")
+    s.add_argument("--work-dir", default=None,
+                   help="where the jar, the request and spark-submit's log are written before "
+                   "staging (default: $XDG_CACHE_HOME/tokenbeam/spark-jobs, else "
+                   "~/.cache/tokenbeam/spark-jobs: outside the checkout)")
     s.add_argument("tokenize", nargs=argparse.REMAINDER, help="-- then the tokenize arguments")
     for name, help_ in (("status", "the batch's state"), ("cancel", "stop the batch"),
                         ("logs", "the batch's driver log")):
         c = sub.add_parser(name, help=help_)
-        rconfig.add_override_arguments(c, {}, kind="spark_hdinsight | spark_synapse")
-        c.add_argument("batch", help="the batch id submit printed")
+        rconfig.add_override_arguments(c, {}, kind="spark_hdinsight | spark_synapse | spark "
+                                       "with master: yarn")
+        c.add_argument("batch", help="the batch id (Livy, Synapse) or YARN application id "
+                       "submit printed")
         if name == "status":
             c.add_argument("--wait", action="store_true", help="block until the batch ends")
         if name == "logs":
@@ -741,6 +664,7 @@ def _main(argv) -> int:
         if not args.tokenize:
             raise rconfig.ConfigError("give the tokenize arguments after --, e.g. -- --input "
                                       "'data/*.jsonl' --output out --tokenizer-type ...")
+        args.work_dir = args.work_dir or default_work_dir()
         return _submit(args, cfg)
     return {"status": _status, "cancel": _cancel, "logs": _logs}[args.command](args, cfg)
 

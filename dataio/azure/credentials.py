@@ -66,6 +66,16 @@ METHOD_TITLES = {
                "AZURE_CLIENT_SECRET, workload or managed identity "
                "[--azure_managed_identity_client_id], Azure CLI `az login`)",
 }
+# The same, as a worker has them: its own environment or identity, no flag.
+WORKER_METHOD_TITLES = {
+    "sas": "SAS token (AZURE_STORAGE_SAS_TOKEN in the worker's environment)",
+    "account-key": "account key (AZURE_STORAGE_KEY with AZURE_STORAGE_ACCOUNT_NAME in the "
+                   "worker's environment)",
+    "connection-string": "connection string (AZURE_STORAGE_CONNECTION_STRING in the worker's "
+                         "environment)",
+    "default": "DefaultAzureCredential (the nodes' managed identity, or AZURE_TENANT_ID/"
+               "AZURE_CLIENT_ID/AZURE_CLIENT_SECRET in the worker's environment)",
+}
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 
 # File flags that name a file holding a secret (the path, not the secret, is on the command
@@ -483,16 +493,35 @@ def _first_lines(text: str, n: int) -> str:
     return redactor.redact(out + (" ..." if len(lines) > n else ""))
 
 
+# What fixes a missing credential on a worker (a Spark executor, a Flink TaskManager's SDK worker,
+# a SLURM node): flags and `az login` reach only the submitting machine.
+WORKER_FIX = (
+    "This is a worker: flags and `az login` on the submitting machine do not reach it. Give "
+    "the worker nodes a credential of their own: best a managed identity assigned to the "
+    "cluster's nodes (DefaultAzureCredential finds it; a user-assigned one is named by "
+    "--azure_managed_identity_client_id, which travels with the job), with a role on the "
+    "storage account (Storage Blob Data Contributor); or AZURE_STORAGE_SAS_TOKEN, "
+    "AZURE_STORAGE_KEY with AZURE_STORAGE_ACCOUNT_NAME, or AZURE_STORAGE_CONNECTION_STRING in "
+    "the environment the workers start in (Spark: spark.executorEnv.NAME in the config's "
+    "spark_conf, or the cluster's spark-env; SLURM: exported before submitting, sbatch passes "
+    "it on).")
+
+
 def _failure_message(loc: AzureLocation, tried: list[tuple[str, str]]) -> str:
     # An expired SAS is the cause to name first (the list below says it too).
     expired = [outcome.split(" (", 1)[0] for method, outcome in tried
                if method == "sas" and outcome.startswith("SAS rejected: it expired at ")]
-    cause = f"{expired[0]}: give a valid SAS (AZURE_STORAGE_SAS_TOKEN, --azure-sas-token-file " \
-        "or the URL's ?query). " if expired else ""
+    where = ("AZURE_STORAGE_SAS_TOKEN in the worker's environment" if STATE.on_worker else
+             "AZURE_STORAGE_SAS_TOKEN, --azure-sas-token-file or the URL's ?query")
+    cause = f"{expired[0]}: give a valid SAS ({where}). " if expired else ""
     lines = [f"{cause}No working Azure credential for {redactor.redact(loc.url())} "
              f"(account '{loc.account}', container '{loc.container}'). Tried, in order:"]
+    titles = WORKER_METHOD_TITLES if STATE.on_worker else METHOD_TITLES
     for i, (method, outcome) in enumerate(tried, 1):
-        lines.append(f"  {i}. {METHOD_TITLES[method]}: {redactor.redact(outcome)}")
+        lines.append(f"  {i}. {titles[method]}: {redactor.redact(outcome)}")
+    if STATE.on_worker:
+        lines.append(WORKER_FIX)
+        return "\n".join(lines)
     lines.append(
         "Provide one: export AZURE_STORAGE_SAS_TOKEN or --azure-sas-token-file FILE; "
         "export AZURE_STORAGE_KEY or --azure-account-key-file FILE; export "

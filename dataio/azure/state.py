@@ -114,6 +114,8 @@ class AzureState:
         self.credentials: dict[str | None, tuple[Any, Any]] = {}   # client id -> (aio, sync)
         self.hns: dict[str, bool] = {}              # account -> hierarchical namespace
         self.block_from_url: dict[str, bool] = {}   # account -> has Put Block From URL
+        # a worker (configure_worker ran): the submitting command's flags do not reach it
+        self.on_worker = False
 
     def __reduce__(self):
         raise TypeError("Azure secrets are process-local and must not be pickled")
@@ -161,6 +163,7 @@ def configure_worker(plan: AzurePlan | None = None) -> None:
     """On a worker (``DoFn.setup``): adopt the driver's plan; secrets come from the
     environment. Cheap and idempotent; paths resolve lazily on first use."""
     with STATE.lock:
+        STATE.on_worker = True
         if plan is not None and STATE.plan != plan:
             STATE.install_plan(plan)
         STATE.load_environment()

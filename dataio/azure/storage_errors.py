@@ -213,6 +213,8 @@ def retry_policy(*, asynchronous: bool, at_most: int | None = None):
 # --- one line per cause -------------------------------------------------------------------------
 
 _SAS_HINT = "give a valid SAS (AZURE_STORAGE_SAS_TOKEN or --azure-sas-token-file)"
+# on a worker the submitting command's flags do not reach it: its nodes' environment does
+_WORKER_SAS_HINT = "give the workers a valid SAS (AZURE_STORAGE_SAS_TOKEN in their environment)"
 
 
 def _first_line(text: str) -> str:
@@ -286,7 +288,12 @@ def _message(kind: str, *, status: int | None, code: str | None, detail: str,
             cause = ("SAS refused this operation: expired, revoked or lacking a permission?"
                      if sas else "access refused: does the credential have the role or "
                      "permission this needs (e.g. Storage Blob Data Contributor)?")
-        fix = _SAS_HINT if sas else "give a credential that may do this"
+        from dataio.azure.state import STATE
+
+        worker = STATE.on_worker
+        fix = (_WORKER_SAS_HINT if worker else _SAS_HINT) if sas else \
+            "give a credential that may do this" + (" to the workers (their managed identity's "
+                                                     "role, or their environment)" if worker else "")
         return StorageAccessError(f"{cause} (storage said {label}{at}: {detail}); {fix}, then "
                                   f"{errors.RESUME_HINT}")
     if status == 404 and code == "ContainerNotFound":

@@ -17,8 +17,14 @@
 #             from: the pipeline jar is written by that machine's Beam.
 #   ENV_PATH  where the environment goes (default /usr/local/tokenbeam/venv); put the same
 #             path in runners/spark_hdinsight.yaml as python_env.
-# tokenbeam needs Python 3.11+: the script uses python3.12/python3.11 when the node has one,
-# else creates a conda environment with the cluster's Anaconda (/usr/bin/anaconda).
+# Environment (all optional):
+#   TOKENBEAM_PYTHON       the interpreter to create the venv with (checked: Python 3.11+ with
+#                          venv); without it the first of python3.13, python3.12, python3.11,
+#                          python3 on PATH that is 3.11+ with venv and ensurepip
+#   TOKENBEAM_CONDA        conda used when no such Python is found (default: the cluster's
+#                          Anaconda, /usr/bin/anaconda/bin/conda): a conda env with Python 3.11
+#   TOKENBEAM_PIP_OPTIONS  extra pip options (an index URL, --no-index --find-links ...)
+# Without any of them the script fails with one line saying what it tried.
 set -euo pipefail
 
 PACKAGE=${1:?usage: hdinsight-script-action.sh PACKAGE [ENV_PATH]}
@@ -27,20 +33,63 @@ CONDA=${TOKENBEAM_CONDA:-/usr/bin/anaconda/bin/conda}
 
 log() { echo "tokenbeam script action: $*"; }
 
-if [ ! -x "$ENV_PATH/bin/python" ]; then
-  python=""
-  for candidate in python3.13 python3.12 python3.11; do
-    if command -v "$candidate" >/dev/null 2>&1; then python=$(command -v "$candidate"); break; fi
+MIN_MINOR=11   # Python 3.11+
+fail() { log "$*" >&2; exit 1; }
+
+# version_of PYTHON: its "3.N" (empty when it does not run)
+version_of() {
+  "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+}
+
+# usable PYTHON: 3.11+ and able to create a venv with pip (Debian's python3 lacks ensurepip
+# until python3-venv is installed)
+usable() {
+  local version
+  version=$(version_of "$1")
+  [ "${version%%.*}" = 3 ] && [ "${version#*.}" -ge "$MIN_MINOR" ] 2>/dev/null \
+    && "$1" -c 'import venv, ensurepip' >/dev/null 2>&1
+}
+
+# pick_python: sets $python to the interpreter to use, or leaves it empty and $tried saying
+# what PATH had
+pick_python() {
+  local candidate path
+  python="" tried=""
+  if [ -n "${TOKENBEAM_PYTHON:-}" ]; then
+    path=$(command -v "$TOKENBEAM_PYTHON" || true)
+    [ -n "$path" ] || fail "TOKENBEAM_PYTHON=$TOKENBEAM_PYTHON: no such interpreter"
+    usable "$path" || fail "TOKENBEAM_PYTHON=$TOKENBEAM_PYTHON is Python" \
+      "$(version_of "$path" | grep . || echo "of no known version")," \
+      "not 3.$MIN_MINOR+ with venv: point it at a Python 3.$MIN_MINOR+ (with its venv module)"
+    python=$path
+    return 0
+  fi
+  for candidate in python3.13 python3.12 python3.11 python3; do
+    path=$(command -v "$candidate" || true)
+    [ -n "$path" ] || continue
+    if usable "$path"; then python=$path; return 0; fi
+    tried="$tried${tried:+, }$path ($(version_of "$path" | grep . || echo "?"))"
   done
+}
+
+if [ -x "$ENV_PATH/bin/python" ]; then
+  version=$(version_of "$ENV_PATH/bin/python")
+  if [ "${version%%.*}" != 3 ] || [ "${version#*.}" -lt "$MIN_MINOR" ] 2>/dev/null; then
+    fail "$ENV_PATH holds Python ${version:-of no known version}; tokenbeam needs" \
+      "3.$MIN_MINOR+: remove $ENV_PATH (or give another ENV_PATH) and run this again"
+  fi
+else
+  pick_python
   if [ -n "$python" ]; then
-    log "creating a venv at $ENV_PATH with $python"
+    log "creating a venv at $ENV_PATH with $python (Python $(version_of "$python"))"
     "$python" -m venv "$ENV_PATH"
   elif [ -x "$CONDA" ]; then
-    log "creating a conda environment (Python 3.11) at $ENV_PATH"
+    log "no Python 3.$MIN_MINOR+ on PATH (${tried:-none}); creating a conda environment" \
+      "(Python 3.11) at $ENV_PATH with $CONDA"
     "$CONDA" create --yes --quiet --prefix "$ENV_PATH" python=3.11 pip
   else
-    log "no Python 3.11+ and no conda at $CONDA; install one, or set TOKENBEAM_CONDA" >&2
-    exit 1
+    fail "no Python 3.$MIN_MINOR+ with venv on PATH (${tried:-no python3 at all}) and no conda" \
+      "at $CONDA: set TOKENBEAM_PYTHON to a Python 3.$MIN_MINOR+, or TOKENBEAM_CONDA to a conda"
   fi
 fi
 

@@ -1,30 +1,12 @@
 #!/usr/bin/env bash
 # Services for the Flink/SLURM runner tests (runners/, tests/runners/), idempotent:
 #   - Debian slurm-wlm + munge (the tests start their own munged/slurmctld/slurmd under a tmp dir;
-#     the packages' post-install scripts start no daemons here)
-#   - a Flink distribution from the apache-flink + apache-flink-libraries wheels, installed
-#     --no-deps into its own venv under $CACHE/flink/<version> (their Python pins clash with
-#     Beam 2.77); $CACHE/flink/home links to it
-#   - Beam's Flink job-server jar into $CACHE/jars (linked as $CACHE/jars/flink-job-server.jar),
-#     so Beam never downloads anything at run time: the prebuilt jar from Maven Central when
-#     Central serves it, else one built here with Maven from the runner artifact
-#     (runners/templates/job-server-pom.xml).
-# Why Flink 1.19 and not 2.2: the Maven Central this project reaches serves neither Beam's
-# Flink job-server jars nor any beam-runners-flink-2.x artifact; the newest Flink runner it has
-# is beam-runners-flink-1.19:2.70.0 (its job service at 2.65.0), which runs Python 2.77 SDK
-# pipelines (tested end to end by tests/runners/). Point runners/*.yaml at a Flink 2.2 and
-# beam-runners-flink-2.2-job-server-2.77.0.jar where you have them.
+#     the packages' post-install scripts start no daemons here), Java 17, Maven, iproute2
+#   - what a user's Flink submission needs, scripts/runtime.d/flink.sh (`setup.sh --flink`):
+#     the Flink distribution and Beam's Flink job-server jar under $CACHE
 # Needs ROOT and CACHE (scripts/setup.sh passes them).
 set -euo pipefail
 : "${ROOT:?}" "${CACHE:?}"
-
-FLINK_VERSION=1.19.3
-FLINK_MINOR=${FLINK_VERSION%.*}
-# The prebuilt job server matching the SDK, tried first.
-PREBUILT_BEAM=2.77.0
-# Fallback: the newest Flink runner on the reachable Maven Central, and its job service.
-BUILD_BEAM=2.70.0
-BUILD_JOBSERVICE=2.65.0
 
 apt_packages() {
   local missing=()
@@ -39,52 +21,5 @@ apt_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-flink_dist() {
-  local venv=$CACHE/flink/$FLINK_VERSION/venv
-  local stamp=$CACHE/flink/$FLINK_VERSION/.installed
-  if [ -f "$stamp" ]; then
-    ln -sfn "$(cat "$stamp")" "$CACHE/flink/home"
-    return 0
-  fi
-  echo "30-flink-slurm: Flink $FLINK_VERSION into $venv"
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --no-deps \
-    "apache-flink==$FLINK_VERSION" "apache-flink-libraries==$FLINK_VERSION"
-  local home
-  home=$("$venv/bin/python" -c 'import os, pyflink; print(os.path.dirname(pyflink.__file__))')
-  # Wheels do not keep the executable bit on the launcher scripts.
-  chmod +x "$home"/bin/*
-  [ -f "$home/lib/flink-dist-$FLINK_VERSION.jar" ] || { echo "no flink-dist jar in $home/lib" >&2; exit 1; }
-  ln -sfn "$home" "$CACHE/flink/home"
-  printf '%s\n' "$home" >"$stamp"
-}
-
-job_server_jar() {
-  local dest=$CACHE/jars link=$CACHE/jars/flink-job-server.jar
-  mkdir -p "$dest"
-  local prebuilt=beam-runners-flink-$FLINK_MINOR-job-server-$PREBUILT_BEAM.jar
-  local built=beam-runners-flink-$FLINK_MINOR-job-server-$BUILD_BEAM.jar
-  if [ -s "$dest/$prebuilt" ]; then ln -sfn "$prebuilt" "$link"; return 0; fi
-  if [ -s "$dest/$built" ]; then ln -sfn "$built" "$link"; return 0; fi
-  echo "30-flink-slurm: job-server jar into $dest"
-  if mvn -q -B -Dstyle.color=never dependency:copy \
-      -Dartifact="org.apache.beam:beam-runners-flink-$FLINK_MINOR-job-server:$PREBUILT_BEAM" \
-      -DoutputDirectory="$dest" >"$dest/mvn-prebuilt.log" 2>&1 && [ -s "$dest/$prebuilt" ]; then
-    ln -sfn "$prebuilt" "$link"
-    return 0
-  fi
-  echo "30-flink-slurm: no prebuilt $prebuilt on Maven Central; building $built"
-  local build=$CACHE/jars/build
-  rm -rf "$build" && mkdir -p "$build"
-  cp "$ROOT/runners/templates/job-server-pom.xml" "$build/pom.xml"
-  (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BUILD_BEAM" -Dflink.minor="$FLINK_MINOR" \
-      -Djobservice.version="$BUILD_JOBSERVICE" -Dout.dir="$dest" -Dout.name="${built%.jar}")
-  rm -rf "$build"
-  [ -s "$dest/$built" ] || { echo "building $built failed" >&2; exit 1; }
-  ln -sfn "$built" "$link"
-}
-
 apt_packages
-flink_dist
-job_server_jar
+bash "$ROOT/scripts/runtime.d/flink.sh"

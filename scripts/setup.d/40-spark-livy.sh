@@ -2,9 +2,8 @@
 # Services for the Spark runner tests (runners/spark.py, tests/runners/test_spark_*.py), idempotent:
 #   - Spark 3.5.8 from the pyspark wheel in its own venv ($CACHE/spark/venv); its package folder
 #     is SPARK_HOME, linked as $CACHE/spark/home
-#   - Beam's Spark 3 job-server jar (the runtime runners/spark.py stages beside each job),
-#     built with Maven (runners/templates/spark-job-server-pom.xml) since the reachable Maven
-#     Central does not serve it, linked as $CACHE/jars/spark-job-server.jar
+#   - what a user's Spark submission needs, scripts/runtime.d/spark.sh (`setup.sh --spark`):
+#     Beam's Spark 3 job-server jar (the runtime runners/spark.py stages beside each job)
 #   - Apache Livy 0.7.1-incubating's server jars ($CACHE/livy/lib), from Maven Central
 #     (runners/templates/livy-pom.xml): the REST API HDInsight exposes
 # Java 17 and Maven come from 30-flink-slurm.sh. Needs ROOT and CACHE (scripts/setup.sh passes them).
@@ -12,8 +11,6 @@ set -euo pipefail
 : "${ROOT:?}" "${CACHE:?}"
 
 SPARK_VERSION=3.5.8
-BEAM_RUNNER=2.70.0      # newest beam-runners-spark-3 on the reachable Maven Central
-JOB_SERVICE=2.65.0      # newest beam-runners-java-job-service there
 LIVY_VERSION=0.7.1-incubating
 
 spark_dist() {
@@ -32,23 +29,6 @@ spark_dist() {
   ln -sfn "$home" "$CACHE/spark/home"
 }
 
-job_server_jar() {
-  local dest=$CACHE/jars name=beam-runners-spark-3-job-server-$BEAM_RUNNER.jar
-  mkdir -p "$dest"
-  if [ ! -s "$dest/$name" ]; then
-    echo "40-spark-livy: building $name with Maven (~1-2 min)"
-    local build=$CACHE/jars/spark-build
-    rm -rf "$build" && mkdir -p "$build"
-    cp "$ROOT/runners/templates/spark-job-server-pom.xml" "$build/pom.xml"
-    (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BEAM_RUNNER" \
-        -Djobservice.version="$JOB_SERVICE" -Dout.dir="$dest" -Dout.name="${name%.jar}") \
-      || { echo "40-spark-livy: building $name failed (see the Maven output above)" >&2; exit 1; }
-    rm -rf "$build"
-  fi
-  [ -s "$dest/$name" ] || { echo "40-spark-livy: $dest/$name is missing" >&2; exit 1; }
-  ln -sfn "$name" "$dest/spark-job-server.jar"
-}
-
 livy_jars() {
   local lib=$CACHE/livy/lib
   [ -s "$lib/livy-server-$LIVY_VERSION.jar" ] && return 0
@@ -64,5 +44,5 @@ livy_jars() {
 }
 
 spark_dist
-job_server_jar
+bash "$ROOT/scripts/runtime.d/spark.sh"
 livy_jars

@@ -247,9 +247,15 @@ def test_worker_on_another_machine_uses_its_own_credential(azurite, container, m
     done = subprocess.run([sys.executable, "-c", code, pickle.dumps(plan).hex(), url],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, env=node)
     assert done.returncode != 0
-    assert "connection string (--azure_connection_string, AZURE_STORAGE_CONNECTION_STRING): " \
+    assert "connection string (AZURE_STORAGE_CONNECTION_STRING in the worker's environment): " \
         "not provided on this machine" in done.stderr, done.stderr[-2000:]
     assert "DefaultAzureCredential" in done.stderr
+    # what helps on a node: its own identity or environment, not the submitter's flags
+    assert "This is a worker: flags and `az login` on the submitting machine do not reach " \
+        "it" in done.stderr
+    assert "managed identity assigned to the cluster's nodes" in done.stderr
+    assert "spark.executorEnv.NAME" in done.stderr
+    assert "--azure-sas-token-file" not in done.stderr and "Provide one:" not in done.stderr
 
 
 def test_secret_environment_is_json_of_what_flags_and_urls_gave(azurite, container):

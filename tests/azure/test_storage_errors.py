@@ -126,3 +126,23 @@ def test_a_container_never_seen_is_missing_not_gone_mid_run():
     STATE.resolved["acct/nocontainer"] = ("connection-string", {})   # checked at the start
     message, status = errors.describe(gone(url))
     assert status == 1 and message.startswith("container gone mid-run"), message
+
+
+def test_on_a_worker_a_rejected_sas_names_the_workers_environment_not_a_flag(monkeypatch):
+    """A Spark executor or a TaskManager's SDK worker: the submitting command's flags never
+    reach it, so its message names what does (issue 26 item 6)."""
+    from dataio.azure.state import STATE
+    monkeypatch.setattr(STATE, "on_worker", True)
+    monkeypatch.setenv("AZURE_STORAGE_SAS_TOKEN", "sv=2024-01-01&sp=r&sig=SECRET")
+    STATE.resolved["acct/c"] = ("sas", {})
+    message, _ = errors.describe(_worker_text(
+        "azure.core.exceptions.ClientAuthenticationError", "Server failed to authenticate.",
+        "AuthenticationFailed"))
+    assert "give the workers a valid SAS (AZURE_STORAGE_SAS_TOKEN in their environment)" in message
+    assert "--azure" not in message
+    STATE.resolved["acct/c"] = ("default", {})
+    monkeypatch.delenv("AZURE_STORAGE_SAS_TOKEN")
+    message, _ = errors.describe(_worker_text(
+        "azure.core.exceptions.HttpResponseError", "This request is not authorized.",
+        "AuthorizationPermissionMismatch"))
+    assert "to the workers (their managed identity's role, or their environment)" in message

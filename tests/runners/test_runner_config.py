@@ -119,7 +119,7 @@ def test_flink_version_picks_the_provisioned_distribution(tmp_path):
 
 def test_missing_flink_and_jar_say_how_to_get_them(tmp_path):
     cfg = rc.load(None, {"cache_dir": str(tmp_path)}, kind="flink_slurm")
-    with pytest.raises(rc.ConfigError, match="scripts/setup.sh --test"):
+    with pytest.raises(rc.ConfigError, match="scripts/setup.sh --flink"):
         rc.resolve_flink(cfg)
     with pytest.raises(rc.ConfigError, match="job_server_jar"):
         rc.resolve_job_server_jar(cfg)

@@ -158,7 +158,7 @@ def test_missing_flink_says_how_to_provision(tmp_path):
            "--no-submit", "--", "--input", "x"]
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 2
-    assert "scripts/setup.sh --test" in out.stderr
+    assert "scripts/setup.sh --flink" in out.stderr
 
 
 def test_submit_without_sbatch_fails_clearly(tmp_path):

@@ -205,3 +205,29 @@ def test_boot_without_a_runner_says_so_in_one_line():
                           cwd=ROOT, timeout=120, env={**os.environ, "TOKENBEAM_BOOT_TIMEOUT": "3"})
     assert proc.returncode == 2
     assert "no answer from the runner's provision service at 127.0.0.1:1" in proc.stderr
+
+
+def test_work_dir_defaults_to_the_user_cache_outside_the_checkout(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    args = spark.parser().parse_args(["submit", "--config", "c.yaml", "--", "--input", "x"])
+    assert args.work_dir is None   # resolved when submit runs, from the environment then
+    assert spark.default_work_dir() == str(tmp_path / "xdg" / "tokenbeam" / "spark-jobs")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert spark.default_work_dir() == str(tmp_path / "home" / ".cache" / "tokenbeam" /
+                                           "spark-jobs")
+    assert not spark.default_work_dir().startswith(ROOT)
+
+
+@pytest.mark.parametrize("name", ["spark_hdinsight", "spark_synapse"])
+def test_cloud_configs_say_what_to_override_and_fit_a_small_cluster(name):
+    path = os.path.join(ROOT, "runners", f"{name}.yaml")
+    with open(path, encoding="utf-8") as f:
+        head = f.read().split("\nkind:")[0]
+    assert "What you must override" in head and "scripts/setup.sh --spark" in head
+    for key in ("staging_dir", "workspace" if name == "spark_synapse" else "livy_url"):
+        assert f"#   {key}" in head
+    cfg = _cfg(f"runners/{name}.yaml")
+    gb = int(cfg["executor_memory"].rstrip("g"))
+    # HDInsight's smallest workers (4 cores, 28 GB) / Synapse's Small nodes (4 cores, 32 GB)
+    assert cfg["executor_cores"] <= 4 and gb <= 28 and cfg["num_executors"] <= 2

@@ -8,10 +8,16 @@ network namespace with only loopback."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import queue
+import re
 import shutil
 import socket
+import subprocess
+import threading
+import time
 import uuid
 
 import pytest
@@ -19,7 +25,7 @@ import yarn_minicluster
 from runner_support import CACHE, PYTHON, ROOT, shards, tokenize_args
 
 from runners import config as rc
-from runners import spark
+from runners import spark, spark_clients
 from tests.clusters import local_spark
 
 
@@ -76,6 +82,89 @@ def test_yarn_cluster_mode_gives_the_directrunner_bytes(yarn_cluster, direct_out
     assert not (out / "_temporary").exists()  # the job's last step, in YARN, cleaned
 
 
+def _yarn_sets(yarn_cluster, tmp_path) -> list[str]:
+    home = local_spark.spark_home(CACHE)
+    sets = {"master": "yarn", "deploy_mode": "cluster",
+            "hadoop_conf_dir": yarn_cluster.conf_dir, "spark_home": home,
+            "staging_dir": str(tmp_path / "staging"),
+            "python_env": os.path.dirname(os.path.dirname(PYTHON)),
+            "num_executors": 1, "executor_cores": 2, "executor_memory": "1g",
+            "driver_memory": "1g", "poll_interval": 1,
+            "spark_conf.spark.yarn.jars": f"local:{home}/jars/*",
+            "spark_conf.spark.yarn.stagingDir": f"file://{tmp_path}/yarn-staging"}
+    return [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
+
+
+def test_status_logs_and_cancel_of_a_yarn_application(yarn_cluster, corpus_dir, hf_tokenizer,
+                                                      tmp_path):
+    """submit records the YARN application id (in the output's detached hold, where a Livy
+    batch id goes, and printed); status, logs and cancel then work on it as they do on a Livy
+    batch. MiniYARNCluster runs the ResourceManager's and the NodeManager's web apps in one JVM,
+    where Guice's static filter pipeline leaves the RM's REST API answering 404 pages, so the
+    launcher falls back to the ``yarn`` CLI here (Hadoop's own client classes over RPC to the
+    real ResourceManager), as it does on a cluster whose REST API refuses it."""
+    out = tmp_path / "out"
+    sets = _yarn_sets(yarn_cluster, tmp_path)
+    env = {k: v for k, v in yarn_cluster.env().items() if k != "HADOOP_CONF_DIR"}
+    submit = yarn_cluster.popen(
+        [PYTHON, "-m", "runners.spark", "submit", "--config", "runners/spark.yaml", *sets,
+         "--work-dir", str(tmp_path / "work"), "--",
+         *tokenize_args(corpus_dir, hf_tokenizer, out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in submit.stdout], daemon=True).start()
+
+    cli_env = {**env, "PATH": os.path.dirname(yarn_cluster.yarn_cli(str(tmp_path / "bin")))
+               + os.pathsep + env["PATH"]}
+
+    def command(*args):
+        return yarn_cluster.run([PYTHON, "-m", "runners.spark", *args[:1], "--config",
+                                 "runners/spark.yaml", *sets, *args[1:]],
+                                capture_output=True, text=True, cwd=ROOT, env=cli_env,
+                                timeout=180)
+    try:
+        app, seen = None, []
+        deadline = time.monotonic() + 300
+        while app is None and time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=5)
+            except queue.Empty:
+                assert submit.poll() is None, "".join(seen)
+                continue
+            seen.append(line)
+            match = re.match(r"submitted application (application_\d+_\d+) to YARN", line)
+            app = match.group(1) if match else None
+        assert app, "".join(seen)
+        holds = [json.loads(open(p).read())
+                 for p in glob.glob(str(out / "_temporary" / "*" / "detached.json"))]
+        assert [h["batch"] for h in holds] == [app]
+
+        state = None
+        while state != "running" and time.monotonic() < deadline:
+            status = command("status", app)
+            assert status.returncode == 0, status.stdout + status.stderr
+            state = status.stdout.strip().rpartition(": ")[2]
+            assert status.stdout.strip() == f"application {app}: {state}"
+            assert state in ("accepted", "running", "submitted", "new", "new_saving")
+            time.sleep(1)
+        assert state == "running"
+        logs = command("logs", app, "--lines", "30")
+        assert logs.returncode == 0, logs.stderr
+        tail = logs.stdout.splitlines()
+        assert 0 < len(tail) <= 30 and "ApplicationMaster" in logs.stdout, logs.stdout
+
+        cancel = command("cancel", app)
+        assert cancel.returncode == 0, cancel.stdout + cancel.stderr
+        assert cancel.stdout.startswith(f"application {app}: killed")
+        assert submit.wait(timeout=180) == 1   # submit saw its application end
+        after = command("status", app)
+        assert after.returncode == 1 and f"application {app}: killed" in after.stdout
+    finally:
+        if submit.poll() is None:
+            submit.kill()
+            submit.wait()
+
+
 # --- the launcher's YARN arguments, without a cluster ---------------------------------------------
 
 def _yarn_cfg(tmp_path, **overrides):
@@ -109,7 +198,49 @@ def test_yarn_without_its_configuration_is_refused(tmp_path, monkeypatch):
         spark.spark_submit_env(_yarn_cfg(tmp_path))
 
 
+def test_resourcemanager_addresses_come_from_yarn_site(tmp_path):
+    def site(props):
+        (tmp_path / "yarn-site.xml").write_text("<configuration>" + "".join(
+            f"<property><name>{k}</name><value>{v}</value></property>" for k, v in props.items())
+            + "</configuration>")
+    site({"yarn.resourcemanager.hostname": "rm0", "yarn.resourcemanager.webapp.address":
+          "${yarn.resourcemanager.hostname}:8088"})
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["http://rm0:8088"]
+    # HDInsight: two head nodes, an HA pair
+    site({"yarn.resourcemanager.ha.enabled": "true", "yarn.resourcemanager.ha.rm-ids": "rm1,rm2",
+          "yarn.resourcemanager.webapp.address.rm1": "hn0:8088",
+          "yarn.resourcemanager.hostname.rm2": "hn1"})
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["http://hn0:8088", "http://hn1:8088"]
+    site({"yarn.http.policy": "HTTPS_ONLY", "yarn.resourcemanager.hostname": "rm0"})
+    assert spark_clients.resourcemanager_urls(str(tmp_path)) == ["https://rm0:8090"]
+    cfg = _yarn_cfg(tmp_path, hadoop_conf_dir=str(tmp_path))
+    assert isinstance(spark.client_for(cfg), spark_clients.YarnClient)
+    with pytest.raises(rc.ConfigError, match="standalone Spark"):
+        spark.client_for(rc.load(os.path.join(ROOT, "runners/spark.yaml"),
+                                 {"staging_dir": str(tmp_path)}))
+
+
 def test_cluster_deploy_mode_only_on_yarn(tmp_path):
     with pytest.raises(rc.ConfigError, match="deploy_mode"):
         rc.load(os.path.join(ROOT, "runners/spark.yaml"),
                 {"staging_dir": str(tmp_path), "deploy_mode": "cluster"})
+
+
+@pytest.mark.parametrize("state, final, livy", [
+    ("FINISHED", "SUCCEEDED", "success"), ("FINISHED", "FAILED", "dead"),
+    ("FAILED", "FAILED", "dead"), ("KILLED", "KILLED", "killed"), ("FINISHED", "KILLED", "killed"),
+    ("ACCEPTED", "UNDEFINED", "accepted"), ("RUNNING", "UNDEFINED", "running")])
+def test_yarn_states_read_as_livys(state, final, livy):
+    assert spark_clients._livy_state(state, final) == livy
+    assert (livy in spark.LIVY_TERMINAL) == (state in ("FINISHED", "FAILED", "KILLED"))
+
+
+def test_the_application_id_is_read_from_spark_submits_log(tmp_path):
+    log = tmp_path / "spark-submit.log"
+    log.write_text("25/11/26 04:30:01 INFO Client: Requesting a new application\n")
+    assert spark._yarn_application(str(log)) is None
+    with log.open("a") as f:
+        f.write("25/11/26 04:30:02 INFO YarnClientImpl: Submitted application "
+                "application_1795667552109_0001\n")
+    assert spark._yarn_application(str(log)) == "application_1795667552109_0001"
+    assert spark._yarn_application(str(tmp_path / "none.log")) is None

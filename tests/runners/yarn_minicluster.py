@@ -75,6 +75,29 @@ class LocalYarn:
         kwargs.setdefault("env", self.env())
         return subprocess.run(self._netns.prefix() + list(argv), **kwargs)
 
+    def yarn_cli(self, bin_dir: str) -> str:
+        """Write ``bin_dir/yarn``: Hadoop's ``yarn`` command for this cluster (the real client
+        classes of the minicluster's jars, launched as Hadoop's bin/yarn launches them, with
+        the cluster's configuration first on the class path). Returns its path."""
+        os.makedirs(bin_dir, exist_ok=True)
+        path = os.path.join(bin_dir, "yarn")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("#!/bin/sh\n"
+                    'case "$1" in\n'
+                    "  logs) shift; class=org.apache.hadoop.yarn.client.cli.LogsCLI ;;\n"
+                    "  *) class=org.apache.hadoop.yarn.client.cli.ApplicationCLI ;;\n"
+                    "esac\n"
+                    f'exec "{java_home()}/bin/java" -Xmx256m {JAVA17_OPENS} '
+                    f'-cp "{self.conf_dir}:{self.home}/lib/*" '
+                    '"$class" "$@"\n')
+        os.chmod(path, 0o755)
+        return path
+
+    def popen(self, argv: list[str], **kwargs) -> subprocess.Popen:
+        """``argv`` started inside the cluster's network namespace."""
+        kwargs.setdefault("env", self.env())
+        return subprocess.Popen(self._netns.prefix() + list(argv), **kwargs)
+
     def start(self, timeout: float = 180.0) -> "LocalYarn":
         t0 = time.monotonic()
         os.makedirs(self.workdir, exist_ok=True)
