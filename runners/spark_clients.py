@@ -13,8 +13,8 @@ import shutil
 import subprocess
 import time
 
-from dataio import errors
-from dataio.redact import redact
+from runtime import errors
+from runtime.redact import redact
 from runners import config as rconfig
 
 LIVY_TERMINAL = {"success", "dead", "killed", "error"}
