@@ -204,7 +204,7 @@ def test_a_dataset_folder_without_part_files_says_what_to_give(tmp_path):
 
 def test_a_tokenizer_file_that_is_a_fifo_is_refused(tmp_path):
     from dataio import errors
-    from pipelines import _tokenize_plan
+    from pipelines.tokenize import planner as _tokenize_plan
     from transforms import tokenizer as tk
 
     (tmp_path / "tok").mkdir()

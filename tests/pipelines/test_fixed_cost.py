@@ -33,10 +33,11 @@ def test_help_does_not_import_beam():
 
 
 def test_the_planner_imports_no_beam():
-    # pipelines/_tokenize_plan.py: planning, the settings refusal and --dry-run's estimate run
-    # without Beam; only the graph (pipelines/_tokenize_graph.py) imports it.
+    # pipelines/tokenize/planner.py: planning, the settings refusal and --dry-run's estimate run
+    # without Beam; only the graph (pipelines/tokenize/graph.py) imports it.
     probe = ("import sys\n"
-             "from pipelines import _tokenize_plan, tokenize\n"
+             "from pipelines import tokenize\n"
+             "from pipelines.tokenize import planner\n"
              "from dataio import manifest\n"
              "from transforms import tokenize_config\n"
              "print(sorted(m for m, mod in sys.modules.items()\n"
@@ -153,7 +154,7 @@ print("ok")
     assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
     from dataio import dataset
 
-    from pipelines import _tokenize_plan as planner
+    from pipelines.tokenize import planner as planner
 
     assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR  # the driver names every shard
 

@@ -92,7 +92,7 @@ class _Result:
 
 
 def test_figures_come_from_committed_counters_and_none_when_the_runner_reports_none():
-    from pipelines import _tokenize_graph
+    from pipelines.tokenize import graph as _tokenize_graph
 
     counters = {"documents": 3, "tokens": 9, "shards_committed": 2}
     assert _tokenize_graph.figures(_Result(counters)) == counters
@@ -110,7 +110,7 @@ def test_the_summary_takes_the_counters_else_the_commit_records(job, make_pipeli
     recorded = tokenize.recorded_figures(job, results)
     assert recorded == tokenize.Figures(documents=3, tokens=9, input_bytes=recorded.input_bytes,
                                         bad_records=1) and recorded.input_bytes > 0
-    from pipelines import _tokenize_graph
+    from pipelines.tokenize import graph as _tokenize_graph
 
     counters = _tokenize_graph.figures(p.result)
     assert tokenize.counted_figures(job, results, counters) == recorded  # the same figures
@@ -122,7 +122,7 @@ def test_the_summary_takes_the_counters_else_the_commit_records(job, make_pipeli
 
 def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(job,
                                                                              make_pipeline):
-    from pipelines import _tokenize_graph
+    from pipelines.tokenize import graph as _tokenize_graph
 
     job, argv = job
     with make_pipeline() as p:

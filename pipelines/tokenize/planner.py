@@ -9,7 +9,7 @@ the one :class:`~transforms.tokenize_config.TokenizeConfig` the pipeline runs wi
 shard (dataio/manifest.py) with the same fingerprint is skipped.
 
 Importing this module imports no Beam (a test checks it): pipelines/tokenize.py runs the job,
-pipelines/_tokenize_graph.py wires it.
+pipelines/tokenize/graph.py wires it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from dataio import fs as fsutil
 from dataio import azure, indexed, input_hashes, log, manifest, naming, parts, readers
 from dataio.dataset import HOLDOUT_DIR  # where holdout shards go, and where readers find them
 from dataio.redact import redact as _redact
-from pipelines import _tokenize_estimate as estimate
+from pipelines.tokenize import estimate as estimate
 from pipelines import options as opts
 from transforms import tokenizer as tk
 from transforms import tokenizer_files

@@ -15,8 +15,8 @@ failed (they are listed), the data or the run failed, or another run holds the o
 bad command line or configuration; 130 / 143 when interrupted by SIGINT / SIGTERM (rerun the
 same command to resume). Anticipated failures print one line, never a traceback.
 
-This module is the driver: lock the output, plan (pipelines/_tokenize_plan.py, which decides
-every shard's name, fingerprint and settings), run the pipeline (pipelines/_tokenize_graph.py
+This module is the driver: lock the output, plan (pipelines/tokenize/planner.py, which decides
+every shard's name, fingerprint and settings), run the pipeline (pipelines/tokenize/graph.py
 wires it), then finish: metadata.json from the commit records (dataio/manifest.py) and the
 summary, whose figures are the pipeline's Beam counters where the runner reports them (the
 commit records' otherwise). Beam is imported only when a pipeline runs: ``--help`` reads the
@@ -41,30 +41,17 @@ from dataio import fs as fsutil
 from dataio import lock as output_lock
 from dataio.redact import install_logging_filter, redact, redact_argv
 from pipelines import options as opts
-from pipelines._tokenize_plan import (Job, ShardPlan, announce_skips, local_workers, plan,
+from pipelines.tokenize.planner import (Job, ShardPlan, announce_skips, local_workers, plan,
                                       preflight, print_plan)
 from transforms import progress
 
 _LOG = log.get("tokenize")
 
 
-def __getattr__(name: str):
-    # Beam-side names, imported on first use (runners/spark.py and the tests use them).
-    if name == "_FinishFn":
-        from pipelines import _tokenize_graph
-
-        return _tokenize_graph._FinishFn
-    if name == "sink":
-        from dataio import sink
-
-        return sink
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Figures:
     """What the summary reports of a run's written shards: from the pipeline's counters
-    (:func:`pipelines._tokenize_graph.figures`) or, where the runner reports none, the
+    (:func:`pipelines.tokenize.graph.figures`) or, where the runner reports none, the
     commit records and error files (:func:`recorded_figures`)."""
 
     documents: int
@@ -97,8 +84,8 @@ def counted_figures(job: Job, results: list[manifest.ShardResult],
 
 def build(pipeline, job: Job, *, storage=None, finish_argv=None):
     """Wire the job into ``pipeline`` (a ``beam.Pipeline``); returns the PCollection of
-    ShardResult. See pipelines/_tokenize_graph.py."""
-    from pipelines import _tokenize_graph
+    ShardResult. See pipelines/tokenize/graph.py."""
+    from pipelines.tokenize import graph as _tokenize_graph
 
     return _tokenize_graph.build(pipeline, job, storage=storage, finish_argv=finish_argv,
                                  started=_now())
@@ -221,7 +208,7 @@ def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
 def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None = None
                     ) -> list[manifest.ShardResult]:
     """What became of each shard this run had to write: as the pipeline ``reported`` them
-    (pipelines/_tokenize_graph.py shard_results) when that names every one, else from the commit
+    (pipelines/tokenize/graph.py shard_results) when that names every one, else from the commit
     and failure records (runners whose driver is not this process, or that report no metrics)."""
     if reported is not None and all(s.shard in reported for s in job.to_process):
         return [reported[s.shard] for s in job.to_process]
@@ -309,7 +296,7 @@ def execute(job: Job, argv, *, storage=None, since: float | None = None) -> int:
         job.config = dataclasses.replace(job.config, progress=plan_)
         import apache_beam as beam
 
-        from pipelines import _tokenize_graph
+        from pipelines.tokenize import graph as _tokenize_graph
 
         t0 = time.monotonic()  # the job's seconds: the pipeline, not Beam's import or planning
         watch = progress.JobProgress(plan_).start() if plan_.folder else None
@@ -526,7 +513,3 @@ def process_started() -> float:
     except (OSError, ValueError, IndexError):
         return now
     return now - max(0.0, age)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

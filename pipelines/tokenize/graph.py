@@ -2,7 +2,7 @@
 is built, so that ``--help``, ``--dry-run`` and planning need no Beam import. See DESIGN.md for
 the data flow.
 
-The planned job (pipelines/_tokenize_plan.py) is carried in whole: the settings record, the
+The planned job (pipelines/tokenize/planner.py) is carried in whole: the settings record, the
 shards' names and fingerprints; nothing here decides them again. What the run did comes back
 through the runner's result: the sink's Beam counters (:func:`figures`) and the shards it
 committed (:func:`shard_results`).
@@ -17,7 +17,7 @@ from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
 from dataio import errors, log, manifest, parts, readers, sink
-from pipelines import _tokenize_plan as planner
+from pipelines.tokenize import planner as planner
 from pipelines import options as opts
 from transforms import documents as docs
 from transforms.tokenize import TokenizeDocuments
