@@ -10,6 +10,7 @@ from dataio import errors
 from pipelines import options as opts
 from pipelines import reshard  # registers ReshardOptions with Beam, as any import of it does
 from pipelines import tokenize
+from pipelines.tokenize import checks
 
 ARGV = ["--input", "in/", "--output", "out/", "--tokenizer-type", "NullTokenizer",
         "--vocab-size", "100", "--log-interval", "0"]
@@ -93,7 +94,7 @@ def test_preflight_validates_through_the_one_function(monkeypatch, tmp_path):
     monkeypatch.setattr(opts, "validate", lambda options, groups=opts.GROUPS: seen.append(groups)
                         or (_ for _ in ()).throw(opts.OptionsError("stop here")))
     with pytest.raises(opts.OptionsError, match="stop here"):
-        tokenize.preflight(opts.parse_flags(ARGV))
+        checks.preflight(opts.parse_flags(ARGV))
     assert seen == [opts.GROUPS]
 
 
