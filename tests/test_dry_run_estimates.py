@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipelines.tokenize import estimate as estimate
+from pipelines.tokenize import estimate
 from pipelines import demo, tokenize
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py

@@ -15,7 +15,7 @@ import pytest
 from megatron_reference import read_pair
 from dataio import fs as fsutil
 from dataio import readers
-from pipelines.tokenize import planner as planner
+from pipelines.tokenize import planner
 from test_tokenize import committed, run_job
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py

@@ -1,94 +1,138 @@
-"""``python -m pipelines.tokenize``: JSONL/Parquet in, Megatron ``.bin/.idx`` shards out.
+"""The tokenize job's run, in one order for every launcher: :func:`prepare` (check the command
+line, the tokenizer and the output; take the output's lock, take over what dead runs left, plan,
+clear what this run redoes) and :func:`complete` (finish: metadata.json and this run's
+temporaries; the summary and the exit status). Between them the launcher runs the pipeline:
+:func:`execute` on this machine (the local runner, Flink, any runner whose driver is this
+process), runners/spark.py as a jar on a cluster. See the package's docstring for the contract.
 
-One shard per input file and json key: ``{stem}_{key}_{document|sentence}_dc=N_sc=N_tc=N``,
-byte-identical to Megatron-LM's ``tools/preprocess_data.py`` for the same input and tokenizer
-settings, whatever the runner, ``--workers`` or retries. Rerunning the same command skips shards
-already committed with the same inputs, tokenizer and options; ``--dry-run`` prints the plan.
-See DESIGN.md for the data flow and dataio/sink.py for the commit protocol.
-
-One run at a time per output folder (dataio/lock.py); its temporaries live under
-``_temporary/{run id}/``. Everything a user can get wrong (the output, the tokenizer files) is
-checked while planning, before any input is read.
-
-Exit status (dataio/errors.py): 0 when every planned shard is committed; 1 when some shard
-failed (they are listed), the data or the run failed, or another run holds the output; 2 for a
-bad command line or configuration; 130 / 143 when interrupted by SIGINT / SIGTERM (rerun the
-same command to resume). Anticipated failures print one line, never a traceback.
-
-This module is the driver: lock the output, plan (pipelines/tokenize/planner.py, which decides
-every shard's name, fingerprint and settings), run the pipeline (pipelines/tokenize/graph.py
-wires it), then finish: metadata.json from the commit records (dataio/manifest.py) and the
-summary, whose figures are the pipeline's Beam counters where the runner reports them (the
-commit records' otherwise). Beam is imported only when a pipeline runs: ``--help`` reads the
-flags alone (pipelines/options.py), and the planner reads them from a Beam-free
-:class:`~pipelines.options.Flags` when the command line holds only tokenbeam's flags.
+Beam is imported only where a pipeline runs (:func:`execute` imports pipelines/tokenize/graph.py):
+``--help``, ``--dry-run`` and a rerun that skips every shard read tokenbeam's flags alone
+(pipelines/options.py :class:`~pipelines.options.Flags`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import datetime as dt
 import functools
-import importlib.metadata
 import os
-import sys
 import time
-
-import numpy as np
 
 from dataio import azure, errors, faults, indexed, log, manifest, parts, workers
 from dataio import fs as fsutil
 from dataio import lock as output_lock
-from dataio.redact import install_logging_filter, redact, redact_argv
+from dataio.redact import install_logging_filter, redact_argv
 from pipelines import options as opts
-from pipelines.tokenize.planner import (Job, ShardPlan, announce_skips, local_workers, plan,
-                                      preflight, print_plan)
+from pipelines.tokenize.outcome import (Reported, _now, _remove_if_empty, collect_results,
+                                        counted_figures, finish, finished_in_pipeline, report)
+from pipelines.tokenize.planner import (Job, announce_skips, local_workers, plan, preflight,
+                                        print_plan)
 from transforms import progress
 
 _LOG = log.get("tokenize")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Figures:
-    """What the summary reports of a run's written shards: from the pipeline's counters
-    (:func:`pipelines.tokenize.graph.figures`) or, where the runner reports none, the
-    commit records and error files (:func:`recorded_figures`)."""
+@dataclasses.dataclass
+class Run:
+    """A run :func:`prepare` made ready: the checked command line, and the planned ``job``
+    (None: ``--dry-run`` printed the plan, nothing is to run). ``handed_off``: set by a
+    launcher once the pipeline runs in another process that cleans up itself (a Spark batch):
+    this process then leaves the run's temporaries alone."""
 
-    documents: int
-    tokens: int
-    input_bytes: int
-    bad_records: int
-
-
-def recorded_figures(job: Job, results: list[manifest.ShardResult]) -> Figures:
-    """The figures as the records of this run's shards tell them (any runner)."""
-    written = [r for r in results if r.failed is None]
-    return Figures(documents=sum(r.counts.documents for r in written),
-                   tokens=sum(r.counts.tokens for r in written),
-                   input_bytes=sum(r.input_bytes for r in written),
-                   bad_records=manifest.count_bad_records(
-                       job.output, {s.stem for s in job.to_process}))
+    argv: list[str]
+    options: object
+    storage: object
+    job: Job | None = None
+    started: str = ""  # the run's start, for metadata.json
+    t0: float = 0.0  # time.monotonic() at the start of the job's seconds
+    since: float | None = None  # when the command began, for the summary's wall time
+    handed_off: bool = False
 
 
-def counted_figures(job: Job, results: list[manifest.ShardResult],
-                    counters: dict[str, int] | None) -> Figures:
-    """The figures from the pipeline's counters when the runner reported them for every shard
-    this run committed; the records' otherwise."""
-    written = sum(1 for r in results if r.failed is None)
-    if not counters or counters.get("shards_committed", 0) != written:
-        return recorded_figures(job, results)
-    return Figures(documents=counters.get("documents", 0), tokens=counters.get("tokens", 0),
-                   input_bytes=counters.get("input_bytes", 0),
-                   bad_records=counters.get("bad_records", 0))
+@contextlib.contextmanager
+def prepare(argv, *, beam_free: bool = True, check=None, ended=None,
+            since: float | None = None):
+    """Everything before the pipeline, as a context that holds the output's lock (and, when the
+    body fails or is interrupted, removes this run's temporaries); yields the :class:`Run`.
+    ``beam_free``: see :func:`setup`; ``check(options)``: a launcher's own refusals, before
+    anything is locked or written; ``ended(hold)``: whether a detached run (dataio/lock.py)
+    has ended; ``since``: when the command began."""
+    argv, options, storage = setup(argv, beam_free=beam_free)
+    if check is not None:
+        check(options)
+    run = Run(argv=argv, options=options, storage=storage, since=since)
+    io = opts.flags(options)
+    if io.plan_only:
+        print_plan(plan(options, checked=True))
+        yield run
+        return
+    run_id = output_lock.new_run_id()
+    # The lock comes before the plan: what is committed must not change while we decide.
+    with lock_output(options, argv, run_id=run_id) as held:
+        faults.checkpoint("tokenize.locked")
+        take_over(io.output, held, ended=ended)
+        run.started, run.t0 = _now(), time.monotonic()
+        job = run.job = plan(options, checked=True)
+        job.run_id, job.guard = run_id, held.guard()
+        errors.on_interrupt_say(lambda: what_is_kept(job))
+        announce_skips(job)
+        try:
+            if job.to_process:
+                prepare_output(job)
+            yield run
+        except BaseException as exc:
+            # Failed or interrupted: this run's temporaries are of no use to the next (its
+            # finished items are kept under _parts/); removing them may fail too (storage
+            # down), but the first error is the one to report.
+            if not run.handed_off and not isinstance(exc, output_lock.OutputLostError):
+                _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=True)
+            space = space_error(exc, io.output) if isinstance(exc, Exception) else None
+            if space is not None:
+                raise space from None
+            raise
+        if not run.handed_off:
+            _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=False)
 
 
-def build(pipeline, job: Job, *, storage=None, finish_argv=None):
-    """Wire the job into ``pipeline`` (a ``beam.Pipeline``); returns the PCollection of
-    ShardResult. See pipelines/tokenize/graph.py."""
-    from pipelines.tokenize import graph as _tokenize_graph
+def complete(run: Run, reported: Reported | None = None, *,
+             pipeline_finishes: bool = False) -> int:
+    """Everything after the pipeline (or instead of it, when every shard is skipped): finish
+    (idempotent; skipped when ``pipeline_finishes`` and the pipeline's own last step wrote
+    this run's metadata.json) and the summary; returns the exit status. ``reported``: what the
+    pipeline reported through the runner (None: the commit records say it)."""
+    job = run.job
+    shards = reported.results if reported is not None else None
+    if pipeline_finishes and finished_in_pipeline(job):
+        results = collect_results(job, shards)
+    else:
+        results = finish(job, run.argv, started=run.started, reported=shards)
+    now = time.monotonic()
+    return report(job, results, seconds=now - run.t0,
+                  wall=None if run.since is None else now - run.since,
+                  figures=counted_figures(job, results,
+                                          reported.counters if reported is not None else None))
 
-    return _tokenize_graph.build(pipeline, job, storage=storage, finish_argv=finish_argv,
-                                 started=_now())
+
+def execute(run: Run) -> Reported:
+    """Run the prepared job's pipeline in this process, to its end (local workers, or a
+    cluster's runner submitted from here); returns what it reported."""
+    job = run.job
+    workers.mark_driver()  # local workers die with this process (dataio/workers.py)
+    chosen = local_workers(job)
+    if chosen is not None:
+        _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
+    options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
+    plan_ = progress_plan(job, workers=chosen and chosen[0])
+    job.config = dataclasses.replace(job.config, progress=plan_)
+    from pipelines.tokenize import graph  # Beam: only when a pipeline runs
+
+    run.t0 = time.monotonic()  # the job's seconds: the pipeline, not Beam's import or planning
+    watch = progress.JobProgress(plan_).start() if plan_.folder else None
+    try:
+        return graph.run(job, options=options, storage=run.storage)
+    finally:
+        if watch is not None:
+            watch.close()  # the last line (or the bar's end) before the summary
 
 
 def prepare_output(job: Job, *, guard=None) -> None:
@@ -133,187 +177,6 @@ def prepare_output(job: Job, *, guard=None) -> None:
             and os.path.basename(p).startswith(bases))
 
 
-def _versions(job: Job) -> dict:
-    def version(dist):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    return {"tokenbeam": version("tokenbeam"), "apache-beam": version("apache-beam"),
-            "numpy": np.__version__, job.tokenizer["library"]: job.tokenizer["library_version"],
-            job.tokenizer["backend_library"]: job.tokenizer["backend_version"],
-            # a HuggingFace folder: transformers loads it, its Rust tokenizer is tokenizers'
-            **({"tokenizers": version("tokenizers")}
-               if job.tokenizer["library"] == "transformers" else {})}
-
-
-def write_metadata(job: Job, *, argv, started: str, finished: str,
-                   results: list[manifest.ShardResult]) -> dict:
-    """metadata.json (dataio/manifest.py) of the job; ``results``: of the shards this run
-    wrote (the others are listed from their commit records)."""
-    of_shard = {r.shard: r for r in results}
-
-    def status(s: ShardPlan) -> str:
-        r = of_shard.get(s.shard)
-        return ("failed" if r.failed else "written") if r else "skipped" if s.skip else "missing"
-
-    entries = [manifest.ShardEntry(
-        shard=s.shard, input=redact(fsutil.resolved(s.input.path, job.folder)), key=s.key,
-        status=status(s), result=of_shard.get(s.shard)) for s in job.shards]
-    head = {"tokenizer": job.tokenizer, "dtype": job.dtype.name, "level": job.config.level,
-            "versions": _versions(job),
-            # paths resolved from the driver's folder (this may run on a Spark worker)
-            "inputs": [{"path": redact(fsutil.resolved(f.path, job.folder)), "size": f.size,
-                        "version": f.version} for f in job.files]}
-    tail = {"options": redact_argv(argv), "run_id": job.run_id, "started": started,
-            "finished": finished}
-    return manifest.write_metadata(job.output, shards=entries, head=head, tail=tail)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
-             wall: float | None = None, out=None) -> None:
-    """The table on stdout. Sizes in MB of 10^6 bytes (transforms/progress.py); rates by the
-    wall time when known (the command's, from the process's start), else by the job's."""
-    out = out or sys.stdout
-    written = [r for r in results if r.failed is None]
-    docs_, toks, mb = figures.documents, figures.tokens, figures.input_bytes / progress.MB
-    bad_records = figures.bad_records
-    skipped = sum(1 for s in job.shards if s.skip)
-    per = wall if wall else seconds
-    rows = [("shards written", f"{len(written)}"), ("shards skipped", f"{skipped}"),
-            ("shards failed", f"{len(results) - len(written)}"), ("documents", f"{docs_:,}"),
-            ("tokens", f"{toks:,}"), ("input MB", f"{mb:.2f}"),
-            ("wall seconds", f"{wall:.1f}" if wall is not None else "-"),
-            ("job seconds", f"{seconds:.1f}"),
-            ("MB/s", f"{mb / per:.2f}" if per else "-"),
-            ("tokens/s", f"{toks / per:,.0f}" if per else "-"),
-            ("bad records", f"{bad_records}")]
-    width = max(len(k) for k, _ in rows)
-    print("summary", file=out)
-    for k, v in rows:
-        print(f"  {k:<{width}}  {v:>14}", file=out)
-    if skipped:  # the figures above are this run's; what earlier runs committed is there too
-        there = manifest.Committed.of(already_committed(job))
-        print(f"  already committed: {there.shards} shards ({there.documents:,} documents, "
-              f"{there.tokens:,} tokens), skipped", file=out)
-    for r in written:
-        print(f"  committed {r.name}", file=out)
-
-
-def collect_results(job: Job, reported: dict[str, manifest.ShardResult] | None = None
-                    ) -> list[manifest.ShardResult]:
-    """What became of each shard this run had to write: as the pipeline ``reported`` them
-    (pipelines/tokenize/graph.py shard_results) when that names every one, else from the commit
-    and failure records (runners whose driver is not this process, or that report no metrics)."""
-    if reported is not None and all(s.shard in reported for s in job.to_process):
-        return [reported[s.shard] for s in job.to_process]
-    failures = fsutil.files_under(fsutil.join(job.output, manifest.FAILURES_DIR))  # one listing
-    return [manifest.shard_result(job.output, s.shard, s.fingerprint, failures=failures)
-            for s in job.to_process]
-
-
-def finish(job: Job, argv, *, started: str,
-           reported: dict[str, manifest.ShardResult] | None = None) -> list[manifest.ShardResult]:
-    """After the pipeline (idempotent): remove this run's temporaries, write metadata.json;
-    returns the shard results (``reported``: by the pipeline, see :func:`collect_results`)."""
-    results = collect_results(job, reported)
-    if job.guard is not None:  # metadata.json is a commit too: only while the output is ours
-        job.guard.verify()
-    if job.run_id:
-        fsutil.remove_tree(manifest.temporary_dir(job.output, job.run_id))
-    _remove_if_empty(manifest.temporary_dir(job.output))
-    _remove_committed_parts(job, results)
-    if job.to_process or not manifest.metadata_lists(job.output, already_committed(job)):
-        write_metadata(job, argv=argv, started=started, finished=_now(), results=results)
-    else:  # a rerun that wrote nothing: metadata.json already says all, its times included
-        manifest.clear_metadata_leftovers(job.output)  # a killed write's temporary
-    return results
-
-
-def already_committed(job: Job) -> dict[str, dict]:
-    """shard -> commit record, of the shards this run skips (committed by an earlier run)."""
-    return manifest.read_commit_records(job.output, [s.shard for s in job.shards if s.skip])
-
-
-def _remove_committed_parts(job: Job, results: list[manifest.ShardResult]) -> None:
-    """The kept parts of every input whose shards are all committed now, whichever run
-    committed them (one listing of ``_parts/``; a stem of one item removed its own when its
-    worker committed it)."""
-    kept = parts.folders(job.output)
-    if kept:
-        written = {r.shard for r in results if not r.failed}
-        not_done = {s.stem for s in job.shards if not s.skip and s.shard not in written}
-        parts.remove_stems(job.output, {s.stem for s in job.shards} - not_done, kept)
-        others = parts.unplanned(kept, [s.stem for s in job.shards])
-        if others:
-            # Not ours to remove: another --input into this output may be resumed with them.
-            _LOG.info("note: %s holds the finished work items of %d input(s) this run did not "
-                      "plan (a run cut short with other --input, or an input renamed or removed "
-                      "since); rerun that command to use them, or delete their folders",
-                      parts.root(job.output), len(others))
-    _remove_if_empty(parts.root(job.output))
-
-
-def report(job: Job, results: list, *, seconds: float, figures: Figures | None = None,
-           wall: float | None = None) -> int:
-    """The summary on stdout, failed shards on stderr; returns the exit status. ``seconds``:
-    the job's (the pipeline's); ``wall``: the command's, from its start (None: not known);
-    ``figures``: the run's counters (the records' when not given). A run that had nothing to
-    write says so in one line, with what the commit records of its shards add up to."""
-    if not job.to_process:
-        there = manifest.Committed.of(already_committed(job))
-        print(f"nothing to do: {there.shards} shards already committed ({there.documents:,} "
-              f"documents, {there.tokens:,} tokens)", flush=True)
-        return 0
-    _summary(job, results, seconds=seconds, wall=wall,
-             figures=figures or recorded_figures(job, results))
-    failed = [r for r in results if r.failed]
-    for r in failed:
-        _LOG.error("FAILED %s: %s", r.shard, r.failed)
-    return 1 if failed else 0
-
-
-def execute(job: Job, argv, *, storage=None, since: float | None = None) -> int:
-    """Run the job to completion; returns the exit status. ``since``: when the command began
-    (``time.monotonic()``; the process's start for the command line), for the summary's wall
-    time."""
-    started, t0 = _now(), time.monotonic()
-    announce_skips(job)
-    counters = reported = None
-    if job.to_process:
-        prepare_output(job)
-        workers.mark_driver()  # local workers die with this process (dataio/workers.py)
-        chosen = local_workers(job)
-        if chosen is not None:
-            _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
-        options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
-        plan_ = progress_plan(job, workers=chosen and chosen[0])
-        job.config = dataclasses.replace(job.config, progress=plan_)
-        import apache_beam as beam
-
-        from pipelines.tokenize import graph as _tokenize_graph
-
-        t0 = time.monotonic()  # the job's seconds: the pipeline, not Beam's import or planning
-        watch = progress.JobProgress(plan_).start() if plan_.folder else None
-        try:
-            with beam.Pipeline(options=options) as pipeline:
-                _tokenize_graph.build(pipeline, job, storage=storage)
-        finally:
-            if watch is not None:
-                watch.close()  # the last line (or the bar's end) before the summary
-        counters = _tokenize_graph.figures(pipeline.result)
-        reported = _tokenize_graph.shard_results(pipeline.result)
-    results = finish(job, argv, started=started, reported=reported)
-    now = time.monotonic()
-    return report(job, results, seconds=now - t0, wall=None if since is None else now - since,
-                  figures=counted_figures(job, results, counters))
-
-
 def progress_plan(job: Job, *, workers: int | None) -> progress.ProgressPlan:
     """How progress is told (transforms/progress.py): by this process alone (one local
     worker), by this process from the counts ``workers`` > 1 local processes note in a private
@@ -327,18 +190,6 @@ def progress_plan(job: Job, *, workers: int | None) -> progress.ProgressPlan:
         folder=progress.worker_folder() if several else "", labelled=workers is None,
         planned_bytes=progress.planned_bytes([(f.format, f.size) for f in todo])
         if workers else 0)
-
-
-def _remove_if_empty(folder: str) -> None:
-    """Remove ``folder`` when nothing is left in it (a rerun that skips every shard must not
-    leave an empty ``_temporary/`` behind)."""
-    if fsutil.is_local(folder):
-        try:
-            os.rmdir(folder)
-        except OSError:
-            pass  # absent, or not empty
-    elif fsutil.exists(folder) and not fsutil.list_names(folder):
-        fsutil.remove_tree(folder)
 
 
 def take_over(output: str, held: output_lock.OutputLock, *, ended=None) -> None:
@@ -402,33 +253,10 @@ def _run(argv, *, since: float | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
-    argv, options, storage = setup(argv, beam_free=True)
-    io = opts.flags(options)
-    if io.plan_only:
-        print_plan(plan(options, checked=True))
-        return 0
-    run_id = output_lock.new_run_id()
-    # The lock comes before the plan: what is committed must not change while we decide.
-    with lock_output(options, argv, run_id=run_id) as held:
-        faults.checkpoint("tokenize.locked")
-        take_over(io.output, held)
-        job = plan(options, checked=True)
-        job.run_id, job.guard = run_id, held.guard()
-        errors.on_interrupt_say(lambda: what_is_kept(job))
-        try:
-            status = execute(job, argv, storage=storage, since=since)
-        except BaseException as exc:
-            # Failed or interrupted: this run's temporaries are of no use to the next (its
-            # finished items are kept under _parts/); removing them may fail too (storage
-            # down), but the first error is the one to report.
-            if not isinstance(exc, output_lock.OutputLostError):
-                _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=True)
-            space = space_error(exc, io.output) if isinstance(exc, Exception) else None
-            if space is not None:
-                raise space from None
-            raise
-        _remove_own_temporaries(io.output, run_id, guard=job.guard, failed=False)
-        return status
+    with prepare(argv, since=since) as run:
+        if run.job is None:
+            return 0  # --dry-run: the plan is printed
+        return complete(run, execute(run) if run.job.to_process else None)
 
 
 def what_is_kept(job: Job) -> str:

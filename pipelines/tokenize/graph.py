@@ -1,6 +1,6 @@
-"""The tokenize job's Beam graph (pipelines/tokenize.py ``build``): imported only when a pipeline
-is built, so that ``--help``, ``--dry-run`` and planning need no Beam import. See DESIGN.md for
-the data flow.
+"""The tokenize job's Beam graph: the one module of the job that imports Beam, imported only
+where a pipeline runs (pipelines/tokenize/driver.py ``execute``, runners/spark.py), so that
+``--help``, ``--dry-run`` and planning need no Beam. See DESIGN.md for the data flow.
 
 The planned job (pipelines/tokenize/planner.py) is carried in whole: the settings record, the
 shards' names and fingerprints; nothing here decides them again. What the run did comes back
@@ -17,8 +17,8 @@ from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
 from dataio import errors, log, manifest, parts, readers, sink
-from pipelines.tokenize import planner as planner
 from pipelines import options as opts
+from pipelines.tokenize import outcome, planner
 from transforms import documents as docs
 from transforms.tokenize import TokenizeDocuments
 
@@ -30,7 +30,7 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
           started: str = ""):
     """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
 
-    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.finish` (metadata.json,
+    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.outcome.finish` (metadata.json,
     this run's temporaries removed; ``started`` is the run's start), for runners whose driver
     is not this process (runners/spark.py submits the pipeline as a jar and may not wait)."""
     io = opts.flags(job.options)
@@ -120,6 +120,15 @@ def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
                                   reason=report.reason)
 
 
+def run(job: planner.Job, *, options, storage=None) -> outcome.Reported:
+    """Run the job's pipeline with ``options`` (PipelineOptions) to its end; returns what the
+    runner reported of it."""
+    with beam.Pipeline(options=options) as pipeline:
+        build(pipeline, job, storage=storage)
+    return outcome.Reported(counters=figures(pipeline.result),
+                            results=shard_results(pipeline.result))
+
+
 def figures(result) -> dict[str, int] | None:
     """The sink's committed counters (dataio/sink.py: documents, tokens, input_bytes,
     bad_records, parts, shards_committed, ...) from a finished pipeline's result; None when the
@@ -160,7 +169,5 @@ class _FinishFn(beam.DoFn):
             self._storage.apply()
 
     def process(self, _count, errors_written):
-        from pipelines import tokenize
-
-        tokenize.finish(self._job, self._argv, started=self._started)
+        outcome.finish(self._job, self._argv, started=self._started)
         return []

@@ -2,7 +2,7 @@
 sampled, a rate and its standard error, a file at the sampled files' rate."""
 
 from dataio import readers
-from pipelines.tokenize import estimate as estimate
+from pipelines.tokenize import estimate
 
 
 def _file(name, size, fmt="jsonl"):

@@ -1,4 +1,4 @@
-"""What a command costs before any work (pipelines/options.py, pipelines/tokenize.py): ``--help``
+"""What a command costs before any work (pipelines/options.py, pipelines/tokenize/): ``--help``
 without importing Beam, the Beam-free flag parser giving the values Beam's does from the same
 definitions, and ``--workers auto`` chosen from the backend and the cores, and said."""
 
@@ -154,7 +154,7 @@ print("ok")
     assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
     from dataio import dataset
 
-    from pipelines.tokenize import planner as planner
+    from pipelines.tokenize import planner
 
     assert planner.HOLDOUT_DIR == dataset.HOLDOUT_DIR  # the driver names every shard
 
