@@ -121,7 +121,6 @@ def execute(run: Run) -> Reported:
     chosen = local_workers(job)
     if chosen is not None:
         _LOG.info("workers: %d (%s)", chosen[0], chosen[1])
-    options = opts.pipeline_options(job.options, workers=chosen and chosen[0])
     plan_ = progress_plan(job, workers=chosen and chosen[0])
     job.config = dataclasses.replace(job.config, progress=plan_)
     from pipelines.tokenize import graph  # Beam: only when a pipeline runs
@@ -129,7 +128,7 @@ def execute(run: Run) -> Reported:
     run.t0 = time.monotonic()  # the job's seconds: the pipeline, not Beam's import or planning
     watch = progress.JobProgress(plan_).start() if plan_.folder else None
     try:
-        return graph.run(job, options=options, storage=run.storage)
+        return graph.run(job, workers=chosen and chosen[0], storage=run.storage)
     finally:
         if watch is not None:
             watch.close()  # the last line (or the bar's end) before the summary
@@ -236,8 +235,11 @@ def setup(argv, *, beam_free: bool = False) -> tuple[list[str], object, object]:
     argv, secrets = azure.prepare_argv(argv)
     argv = opts.expand_output_prefix(argv)  # Megatron's --output-prefix P: --output-name
     # beam_free: tokenbeam's flags alone need no Beam (PipelineOptions come when a pipeline runs)
-    options = ((opts.parse_flags(argv) if beam_free else None)
-               or opts.parse(argv, groups=opts.GROUPS))
+    options = opts.parse_flags(argv) if beam_free else None
+    if options is None:  # Beam's own flags too (or a launcher that needs PipelineOptions)
+        from pipelines import beam_options
+
+        options = beam_options.parse(argv)
     storage = configure_storage(options, secrets)
     preflight(options)
     return argv, options, storage
@@ -253,10 +255,10 @@ def _run(argv, *, since: float | None = None) -> int:
     if "-h" in argv or "--help" in argv:
         opts.help_parser("python -m pipelines.tokenize").print_help()
         return 0
-    with prepare(argv, since=since) as run:
-        if run.job is None:
+    with prepare(argv, since=since) as ready:
+        if ready.job is None:
             return 0  # --dry-run: the plan is printed
-        return complete(run, execute(run) if run.job.to_process else None)
+        return complete(ready, execute(ready) if ready.job.to_process else None)
 
 
 def what_is_kept(job: Job) -> str:

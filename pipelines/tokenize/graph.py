@@ -17,6 +17,7 @@ from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
 from dataio import errors, log, manifest, parts, readers, sink
+from pipelines import beam_options
 from pipelines import options as opts
 from pipelines.tokenize import outcome, planner
 from transforms import documents as docs
@@ -120,9 +121,10 @@ def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
                                   reason=report.reason)
 
 
-def run(job: planner.Job, *, options, storage=None) -> outcome.Reported:
-    """Run the job's pipeline with ``options`` (PipelineOptions) to its end; returns what the
-    runner reported of it."""
+def run(job: planner.Job, *, workers: int | None, storage=None) -> outcome.Reported:
+    """Run the job's pipeline to its end from this process (``workers``: the local processes
+    decided, None on another runner); returns what the runner reported of it."""
+    options = beam_options.pipeline_options(job.options, workers=workers)
     with beam.Pipeline(options=options) as pipeline:
         build(pipeline, job, storage=storage)
     return outcome.Reported(counters=figures(pipeline.result),

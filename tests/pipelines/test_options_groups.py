@@ -7,6 +7,7 @@ import os
 import pytest
 
 from dataio import errors
+from pipelines import beam_options
 from pipelines import options as opts
 from pipelines import reshard  # registers ReshardOptions with Beam, as any import of it does
 from pipelines import tokenize
@@ -19,7 +20,7 @@ RESHARD = reshard.GROUPS
 
 def test_tokenize_refuses_another_jobs_flag():
     with pytest.raises(opts.OptionsError, match=r"^unknown flag --target-size; see --help$"):
-        opts.parse([*ARGV, "--target-size", "1GB"], groups=opts.GROUPS)
+        beam_options.parse([*ARGV, "--target-size", "1GB"], groups=opts.GROUPS)
 
 
 def test_tokenize_command_refuses_another_jobs_flag_in_one_line(tmp_path, capsys):
@@ -35,28 +36,28 @@ def test_tokenize_command_refuses_another_jobs_flag_in_one_line(tmp_path, capsys
 
 def test_a_job_with_its_groups_refuses_tokenize_flags():
     argv = ["--input", "in/", "--output", "out/", "--target-size", "1MB"]
-    options = opts.parse(argv, groups=RESHARD)
+    options = beam_options.parse(argv, groups=RESHARD)
     assert options.view_as(reshard.ReshardOptions).target_size == "1MB"
     with pytest.raises(opts.OptionsError, match="unknown flag --tokenizer-type"):
-        opts.parse([*argv, "--tokenizer-type", "x"], groups=RESHARD)
+        beam_options.parse([*argv, "--tokenizer-type", "x"], groups=RESHARD)
 
 
 def test_beams_and_the_runners_flags_pass():
     importlib.import_module("runners.spark_jar")  # declares Spark's --storage_level
 
-    options = opts.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
+    options = beam_options.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
                           "--storage_level=MEMORY_AND_DISK"], groups=opts.GROUPS)
     assert options.get_all_options()["storage_level"] == "MEMORY_AND_DISK"
 
 
 def test_without_groups_it_is_the_tokenize_jobs_parse():
     with pytest.raises(opts.OptionsError, match="unknown flag --target-size"):
-        opts.parse([*ARGV, "--target-size", "1GB"])
+        beam_options.parse([*ARGV, "--target-size", "1GB"])
 
 
 def test_a_bad_log_level_is_refused():
     # one line naming the choices (dataio/cli.py), from either parser: no usage, no exit
-    for parse in (lambda argv: opts.parse(argv, groups=opts.GROUPS), opts.parse_flags):
+    for parse in (lambda argv: beam_options.parse(argv, groups=opts.GROUPS), opts.parse_flags):
         with pytest.raises(errors.ConfigError, match=r"^--log-level loud: not a choice "
                            r"\(choices: debug, info, warning, error\)$"):
             parse([*ARGV, "--log-level", "loud"])
@@ -75,7 +76,7 @@ def test_each_group_validates(extra, message):
         opts.validate(opts.parse_flags(argv))
     assert message in str(found.value)
     with pytest.raises(opts.OptionsError) as found:  # the same from Beam's PipelineOptions
-        opts.validate(opts.parse(argv, groups=opts.GROUPS))
+        opts.validate(beam_options.parse(argv, groups=opts.GROUPS))
     assert message in str(found.value)
 
 

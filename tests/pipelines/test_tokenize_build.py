@@ -13,7 +13,7 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import sink
-from pipelines import options as opts
+from pipelines import beam_options
 from pipelines import tokenize
 from pipelines.tokenize import driver, graph, outcome
 
@@ -27,7 +27,7 @@ def job(tmp_path, write_jsonl):
     argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
             "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--append-eod",
             "--log-interval", "0", "--max-bad-fraction", "0.5"]  # a.jsonl: 1 of 3 is bad
-    planned = tokenize.plan(opts.parse(argv))
+    planned = tokenize.plan(beam_options.parse(argv))
     planned.run_id = RUN
     return planned, argv
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from pipelines import options as opts
+from pipelines import beam_options
 from transforms import tokenizer as tk
 from transforms import tokenizer_flags as tkf
 
@@ -23,7 +23,7 @@ SPM_METADATA = os.path.join(DATA, "spm", "tokenizer_metadata.json")
 
 
 def _flags(*argv):
-    return opts.parse(["--input", "x", "--output", "y", *argv]).view_as(opts.TokenizerOptions)
+    return beam_options.parse(["--input", "x", "--output", "y", *argv]).view_as(beam_options.TokenizerOptions)
 
 
 def _spec(*argv):
