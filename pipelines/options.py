@@ -14,9 +14,10 @@ rerun that skips every shard need no Beam). Their PipelineOptions subclasses
 pipelines/beam_options.py, imported when a pipeline is to run.
 
 Each job accepts its own groups and Beam's (and runners') flags only: Beam's parse
-(pipelines/beam_options.py) takes the job's ``groups`` and refuses a flag of another job (``python -m pipelines.reshard
---tokenizer-type x`` is an unknown flag there), although every job's options are PipelineOptions
-subclasses that Beam itself would accept wherever they are imported.
+(pipelines/beam_options.py) takes the job's ``groups`` and refuses a flag of another job
+(``python -m pipelines.reshard --tokenizer-type x`` is an unknown flag there), although every
+job's options are PipelineOptions subclasses that Beam itself would accept wherever they are
+imported.
 """
 
 from __future__ import annotations

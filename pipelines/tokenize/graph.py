@@ -31,9 +31,10 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
           started: str = ""):
     """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
 
-    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.outcome.finish` (metadata.json,
-    this run's temporaries removed; ``started`` is the run's start), for runners whose driver
-    is not this process (runners/spark.py submits the pipeline as a jar and may not wait)."""
+    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.outcome.finish`
+    (metadata.json, this run's temporaries removed; ``started`` is the run's start), for
+    runners whose driver is not this process (runners/spark.py submits the pipeline as a jar
+    and may not wait)."""
     io = opts.flags(job.options)
     todo = job.to_process
     shards_of_stem: dict[str, list[str]] = {}
