@@ -43,7 +43,7 @@ The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker
   the data phase takes ``max(compute, read, write)``.
 - driver, serial: planning (``files *`` the measured planning time per file, listings
   included) before the job; per shard, ``requests_before`` (2: clear its failure record and its
-  errors file, pipelines/tokenize.py ``prepare_output``) and, after the run, none where the
+  errors file, pipelines/tokenize/driver.py ``prepare_output``) and, after the run, none where the
   runner hands the sink's results back (Beam metrics: the local runner and Flink do, while the
   string set that carries them stays under Beam's 1 MB cap, about ``RESULTS_CAP_SHARDS``
   shards) or ``requests_after`` (3: read the commit record, look for a failure record and an
@@ -467,7 +467,7 @@ def main(argv=None) -> int:
     p.add_argument("--plan-ms-per-file", type=float, default=None,
                    help="driver planning per input file (default: measured)")
     p.add_argument("--requests-before", type=int, default=2,
-                   help="serial driver requests per shard before the run (pipelines/tokenize.py"
+                   help="serial driver requests per shard before the run (pipelines/tokenize/driver.py"
                         " prepare_output)")
     p.add_argument("--requests-after", type=int, default=3,
                    help="serial requests per shard after the run where the records are read "

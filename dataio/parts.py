@@ -11,7 +11,7 @@ sink instead of reading and tokenizing it again. Layout, under ``{output}/_parts
 
 ``stem folder`` = ``{hash of the stem}-{hash of its shards and their fingerprints}``. A shard's
 fingerprint hashes its input (path, size, version), the tokenizer and every setting that
-changes output bytes (pipelines/_tokenize_plan.py), so a changed input or option gives another
+changes output bytes (pipelines/tokenize/planner.py), so a changed input or option gives another
 folder and stale parts are never reused; the planner removes them (same first half, other
 second). ``item key`` = ``{item index}-{hash of its range}``: another ``--split-bytes`` cuts
 other ranges, which are not reused either. An item's record names its parts, their counts and

@@ -20,7 +20,7 @@ Protocol (the same on local disk and object stores):
    joined by the kernel, so no token passes through Python a second time; see
    dataio/indexed.py), then writes the commit record ``{output}/_commits/{shard}.json`` last,
    removes final files of older runs with other counts (the driver removes the input's kept
-   parts once all its shards are committed: pipelines/tokenize.py ``finish``). A shard is
+   parts once all its shards are committed: pipelines/tokenize/outcome.py ``finish``). A shard is
    committed exactly when its commit record exists and names files that exist. Finalize is
    idempotent: run twice, it finds its own record and does nothing more. A worker whose driver
    has ended commits nothing more (runtime/workers.py); on Azure, neither does one whose run

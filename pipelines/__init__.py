@@ -1,12 +1,15 @@
 """tokenbeam's commands (``python -m pipelines.<command>``).
 
 Every command process leaves Beam's own Azure filesystem (``azfs://``, module
-``apache_beam.io.azure.blobstoragefilesystem``) unloaded. tokenbeam reads and writes Azure
-through adlfs (the dataio.azure package), never through Beam's FileSystems, yet ``import
-apache_beam`` loads that module, and with it the Azure SDK and azure-identity, whenever they are installed:
-0.37 of Beam's 1.0 s import on the 2-core machine. A ``None`` in ``sys.modules`` makes that import
-raise ModuleNotFoundError, which Beam's filesystems module expects for a filesystem whose
-packages are absent. Local workers do the same (runners/worker_main.py).
+``apache_beam.io.azure.blobstoragefilesystem``) unloaded: tokenbeam reaches Azure through adlfs
+(the dataio.azure package), never through Beam's FileSystems. Nothing plain does it:
+``import apache_beam`` imports ``apache_beam.io.filesystems``, which imports that module
+unconditionally, and it loads the Azure SDK and azure-identity whenever they are installed
+(adlfs needs them); Beam has no option to leave a filesystem out. Beam's filesystems module
+catches ModuleNotFoundError for a filesystem whose packages are absent, and a ``None`` in
+``sys.modules`` raises exactly that. It is set here because this package is imported before
+any command module imports Beam (``python -m pipelines.X`` imports it first; so does a local
+worker, runners/worker_main.py).
 """
 
 import sys

@@ -5,18 +5,19 @@ Megatron's flag names are used wherever Megatron has one (``--json-keys``, ``--t
 ``--log-interval``); NeMo's ``--tokenizer-library`` is accepted as an alias. Beam's own flags
 pass through untouched.
 
-Importing this module does not import Beam (about 1.5 s): each concern's flags and checks are a
-plain class (``InputOutputFlags``, ...), the one definition of every flag, with a ``validate()``
-that :func:`validate` calls for every group of a job, in one place. From them come
-:func:`help_parser` and :func:`parse_flags` (:class:`Flags`, what the planner reads: ``--help``,
-``--dry-run`` and a rerun that skips every shard need no Beam), and, on first use of the name,
-the PipelineOptions subclasses (``InputOutputOptions``, ...) that :func:`parse` registers with
-Beam when a pipeline is to run.
+Importing this module does not import Beam: each concern's flags and checks are a plain class
+(``InputOutputFlags``, ...), the one definition of every flag, with a ``validate()`` that
+:func:`validate` calls for every group of a job, in one place. From them come :func:`help_parser`
+and :func:`parse_flags` (:class:`Flags`, what the planner reads: ``--help``, ``--dry-run`` and a
+rerun that skips every shard need no Beam). Their PipelineOptions subclasses
+(``InputOutputOptions``, ...) and Beam's parse of a command line are in
+pipelines/beam_options.py, imported when a pipeline is to run.
 
-Each job accepts its own groups and Beam's (and runners') flags only: :func:`parse` takes the
-job's ``groups`` and refuses a flag of another job (``python -m pipelines.reshard
---tokenizer-type x`` is an unknown flag there), although every job's options are PipelineOptions
-subclasses that Beam itself would accept wherever they are imported.
+Each job accepts its own groups and Beam's (and runners') flags only: Beam's parse
+(pipelines/beam_options.py) takes the job's ``groups`` and refuses a flag of another job
+(``python -m pipelines.reshard --tokenizer-type x`` is an unknown flag there), although every
+job's options are PipelineOptions subclasses that Beam itself would accept wherever they are
+imported.
 """
 
 from __future__ import annotations
@@ -418,36 +419,12 @@ _VALIDATION_ORDER = (InputOutputFlags, SegmentationFlags, RunFlags, AzureFlags, 
 LOCAL_RUNNERS = ("DirectRunner", "FnApiRunner", None)
 
 
-def _is_local(name: str | None) -> bool:
+def is_local_runner(name: str | None) -> bool:
     """``name`` is a local runner as Beam matches it (any case, "Runner" optional)."""
     if name in LOCAL_RUNNERS:
         return True
     key = name.lower().removesuffix("runner")
     return any(r and r.lower().removesuffix("runner") == key for r in LOCAL_RUNNERS)
-# The PipelineOptions subclass of each group, defined on first use of its name (module
-# __getattr__ below), so that importing this module does not import Beam.
-_PIPELINE_OPTIONS = {"InputOutputOptions": InputOutputFlags, "TokenizerOptions": TokenizerFlags,
-                     "SegmentationOptions": SegmentationFlags, "RunOptions": RunFlags,
-                     "AzureOptions": AzureFlags}
-
-
-def _define_pipeline_options() -> None:
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    for name, group in _PIPELINE_OPTIONS.items():
-        if name not in globals():
-            # module-level names (pickled by reference, found by Beam's subclass scan)
-            globals()[name] = type(name, (group, PipelineOptions),
-                                   {"__module__": __name__, "__doc__": group.__doc__})
-
-
-def __getattr__(name: str):
-    if name in _PIPELINE_OPTIONS or name == "ALL":
-        _define_pipeline_options()
-        if name == "ALL":
-            return tuple(globals()[n] for n in _PIPELINE_OPTIONS)
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Flags(*GROUPS):
@@ -509,10 +486,14 @@ def validate(options, groups=GROUPS) -> None:
     for group in [g for g in _VALIDATION_ORDER if g in groups] + \
             [g for g in groups if g not in _VALIDATION_ORDER]:
         check = getattr(group, "validate", None)  # another job's class may have none
-        if check is not None:
-            # unbound: a Flags object is every group at once
-            check(options if isinstance(options, group)
-                  else options.view_as(_job_classes([group])[0]))
+        if check is None:
+            continue
+        if isinstance(options, group):
+            check(options)  # unbound: a Flags object is every group at once
+        elif group in GROUPS:
+            check(flags(options))  # one of these groups, read from parsed PipelineOptions
+        else:
+            check(options.view_as(group))  # a job's own PipelineOptions subclass
 
 
 def check_runner(name: str | None) -> None:
@@ -534,97 +515,10 @@ def check_runner(name: str | None) -> None:
                        "module.Class name)")
 
 
-def _job_classes(groups) -> list:
-    """The PipelineOptions subclass of each group (a Flags group's, or the class itself)."""
-    _define_pipeline_options()
-    by_group = {g: globals()[n] for n, g in _PIPELINE_OPTIONS.items()}
-    return [by_group.get(g, g) for g in groups]
-
-
-def _accepted_classes(groups) -> list:
-    """Beam's option classes, the runners' (runners/spark_jar.py declares Spark's), and the
-    job's own groups; not another job's (a class defined under ``pipelines``)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    own = _job_classes(groups)
-    found = [cls for cls in PipelineOptions.__subclasses__()
-             if cls in own or not cls.__module__.startswith("pipelines.")]
-    return found + [cls for cls in own if cls not in found]
-
-
-def parse(argv, *, groups=GROUPS, own_flags: argparse.ArgumentParser | None = None,
-          job: str = "tokenize"):
-    """Parse ``argv`` into PipelineOptions of a job whose own flags are ``groups`` (Flags
-    classes of this module, by default :data:`GROUPS`, the tokenize job's, or PipelineOptions
-    subclasses), refusing unknown flags and other jobs' (Beam silently drops the first and
-    accepts the second). ``own_flags``: a parser declaring exactly the job's flags, for a job
-    that takes only some of its groups' (reshard); ``job`` names it in the refusal.
-    ``--workers auto`` runs one process here; :func:`use_local_workers` sets the number."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    parser = own_flags or cli.ArgumentParser(add_help=False, allow_abbrev=False)
-    for cls in _accepted_classes(groups if own_flags is None else ()):
-        try:
-            cls._add_argparse_args(parser)
-        except argparse.ArgumentError:
-            pass  # a flag two Beam option classes both declare
-    _, extras = parser.parse_known_args(argv)
-    unknown = [u.split("=", 1)[0] for u in extras if u.startswith("-") and u != "-"]
-    if extras and not unknown:  # a stray value, e.g. a second input after --input
-        raise OptionsError(cli.unexpected_message(extras, parser))
-    if unknown:
-        flag = unknown[0]
-        whose = (f": it is the tokenize job's, not {job}'s" if job != "tokenize"
-                 and flag in help_parser("tokenize")._option_string_actions else "")
-        if whose:
-            raise OptionsError(f"unknown flag {flag}{whose}; {cli.SEE_HELP}")
-        raise OptionsError(cli.unknown_flag_message(flag, cli.flag_names(parser)))
-    options = PipelineOptions(argv)
-    if RunFlags in groups:
-        workers = options.view_as(globals()["RunOptions"]).workers
-        use_local_workers(options, workers if isinstance(workers, int) else 1)
-    return options
-
-
-def pipeline_options(options, *, workers: int | None = None):
-    """The PipelineOptions to run with: ``options`` itself, or parsed from a :class:`Flags`'
-    argv (Beam is imported here); ``workers``: the number of local processes decided."""
-    if isinstance(options, Flags):
-        options = parse(options.argv, groups=GROUPS)
-    if workers is not None:
-        use_local_workers(options, workers)
-    return options
-
-
 def runs_locally(options) -> bool:
     """The runner is the local one (DirectRunner, its FnApiRunner, or ours with workers)."""
     runner = flags(options).runner
-    return _is_local(runner) or runner == local_workers.RUNNER
-
-
-def use_local_workers(options, workers: int) -> None:
-    """DirectRunner means the in-process FnApiRunner: Beam 2.77's DirectRunner would first try
-    to download its Prism runner from the internet. ``workers`` > 1 runs that many processes."""
-    from apache_beam.options.pipeline_options import (DirectOptions, StandardOptions,
-                                                      WorkerOptions)
-
-    std = options.view_as(StandardOptions)
-    if _is_local(std.runner) or std.runner == local_workers.RUNNER:
-        std.runner = "FnApiRunner"
-        direct = options.view_as(DirectOptions)
-        if workers > 1:
-            direct.direct_running_mode = "multi_processing"
-            direct.direct_num_workers = workers
-            # worker processes log every gRPC step at INFO: shown with --log-level debug only
-            worker = options.view_as(WorkerOptions)
-            if worker.default_sdk_harness_log_level is None:
-                level = getattr(flags(options), "log_level", None) or log.DEFAULT_LEVEL
-                worker.default_sdk_harness_log_level = log.harness_level(level)
-            # The same runner, whose workers die with the driver (kill -9 of the driver
-            # included) and leave Ctrl-C to it: runtime/workers.py.
-            std.runner = local_workers.RUNNER
-        else:
-            direct.direct_running_mode = "in_memory"
+    return is_local_runner(runner) or runner == local_workers.RUNNER
 
 
 def choose_workers(options, *, backend: str, items: int) -> tuple[int, str]:
@@ -642,9 +536,3 @@ def help_parser(prog: str) -> argparse.ArgumentParser:
     return _flag_parser(cli.ArgumentParser, prog=prog,
                         description="tokenbeam options (Beam's own flags, e.g. --runner, pass "
                                     "through)")
-
-
-__all__ = ["InputOutputOptions", "TokenizerOptions", "SegmentationOptions", "RunOptions", "parse",
-           "validate", "GROUPS",
-           "OptionsError", "help_parser", "parse_flags", "flags", "Flags", "pipeline_options",
-           "use_local_workers", "choose_workers", "runs_locally"]

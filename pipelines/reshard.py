@@ -45,6 +45,7 @@ from dataio import jsonl_sink, naming, readers
 from dataio import discovery
 from runtime import redact
 from dataio import lock as output_lock
+from pipelines import beam_options
 from pipelines import options as opts
 from transforms import reshard as rs
 
@@ -98,7 +99,7 @@ def plan_job(options: PipelineOptions, *, exclusive: bool = False) -> ReshardJob
     Settles an unfinished commit in the output unless ``--dry-run``; ``exclusive``: this run
     holds the output's lock (no other run is alive), so the temporary folders of dead runs
     go too."""
-    io = options.view_as(opts.InputOutputOptions)
+    io = options.view_as(beam_options.InputOutputOptions)
     ro = options.view_as(ReshardOptions)
     if not io.input:
         raise opts.OptionsError("--input is required: a glob, file or folder of JSONL/Parquet")
@@ -228,7 +229,7 @@ def parse(argv: list[str]) -> PipelineOptions:
     (:func:`help_parser`) nor Beam's. Beam's parser knows every PipelineOptions class imported
     in the process, so the tokenize job's ``--tokenizer-type`` would otherwise pass and do
     nothing."""
-    return opts.parse(argv, groups=GROUPS, own_flags=help_parser(), job="reshard")
+    return beam_options.parse(argv, groups=GROUPS, own_flags=help_parser(), job="reshard")
 
 
 GROUPS = (opts.InputOutputFlags, opts.RunFlags, ReshardOptions)  # parse() allows only help_parser's
@@ -256,12 +257,12 @@ def _run(argv) -> int:
         help_parser().print_help()
         return 0
     options = parse(argv)
-    if options.view_as(opts.InputOutputOptions).plan_only:
+    if options.view_as(beam_options.InputOutputOptions).plan_only:
         print_plan(plan_job(options))
         return 0
     # The lock comes before the plan: settling an unfinished commit deletes what the run that
     # left it wrote, so that run must be dead, not merely still writing.
-    output = options.view_as(opts.InputOutputOptions).output
+    output = options.view_as(beam_options.InputOutputOptions).output
     local = fsutil.filesystem_and_path(output)[1] if output and fsutil.is_local(output) else None
     created = local is not None and not os.path.exists(local)
     try:

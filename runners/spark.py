@@ -170,7 +170,6 @@ def spark_conf(cfg: dict) -> dict[str, str]:
 
 def secret_conf(conf: dict[str, str]) -> dict[str, str]:
     """The entries of ``conf`` whose name or value looks like a secret."""
-    import re
     pattern = re.compile(secret_name_pattern())
     return {k: v for k, v in conf.items()
             if k != REDACTION_KEY and (pattern.search(k) or pattern.search(v))}
@@ -315,87 +314,81 @@ def _tokenize_argv(args: list[str]) -> list[str]:
 def _submit(args, cfg: dict) -> int:
     import apache_beam as beam
 
-    from pipelines import tokenize
-    from runners.spark_jar import PipelineJarRunner  # also declares --storage_level
+    from pipelines import options as opts
+    from pipelines.tokenize import driver, graph
+    from runners.spark_jar import PipelineJarRunner
 
-    tokenize_args = _tokenize_argv(list(args.tokenize))
-    argv, options, storage = tokenize.setup(tokenize_args + worker_options(cfg))
-    io = options.view_as(tokenize.opts.InputOutputOptions)
-    _refuse_relative_paths(options, tokenize.opts)
-    if io.plan_only or args.dry_run:
-        tokenize.print_plan(tokenize.plan(options, checked=True))
-        return 0
-    client = None if cfg["kind"] == "spark" or args.no_submit else client_for(cfg)
-    if client is not None:
-        client.check_credentials()  # a missing credential fails now, not after the build
-    if cfg["kind"] == "spark":
-        spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
-    run_id = output_lock.new_run_id()
-    started, t0 = tokenize._now(), time.monotonic()
-    since = tokenize.process_started()  # the summary's wall time: the whole command's
-    with tokenize.lock_output(options, argv, run_id=run_id) as held:
-        tokenize.take_over(io.output, held, ended=_ended_on(client) if client else None)
-        job = tokenize.plan(options, checked=True)
-        job.run_id = run_id
-        tokenize.announce_skips(job)
-        if not job.to_process:
-            results = tokenize.finish(job, argv, started=started)
-            return tokenize.report(job, results, seconds=time.monotonic() - t0,
-                                   wall=time.monotonic() - since)
-        tokenize.prepare_output(job, guard=held.guard())  # only while the lease is ours
-        # each executor's progress lines are its own, labelled so (transforms/progress.py)
+    client = None
+
+    def check(options) -> None:  # before anything is locked or written
+        nonlocal client
+        _refuse_relative_paths(options)
+        if opts.flags(options).plan_only:
+            return
+        client = None if cfg["kind"] == "spark" or args.no_submit else client_for(cfg)
+        if client is not None:
+            client.check_credentials()  # a missing credential fails now, not after the build
+        if cfg["kind"] == "spark":
+            spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
+
+    def ended(hold: dict) -> bool:
+        return client is not None and _ended_on(client)(hold)
+
+    tokenize_args = _tokenize_argv(list(args.tokenize)) + (["--dry-run"] if args.dry_run else [])
+    with driver.prepare(tokenize_args + worker_options(cfg), beam_free=False, check=check,
+                        ended=ended, since=driver.process_started()) as run:
+        job = run.job
+        if job is None or not job.to_process:
+            return 0 if job is None else driver.complete(run)
+        output = job.output
+        # The pipeline runs on the cluster under the detached hold below, not under this
+        # process's lease; each executor's progress lines are its own, labelled so.
+        job.guard = None
         job.config = dataclasses.replace(job.config,
-                                         progress=tokenize.progress_plan(job, workers=None))
+                                         progress=driver.progress_plan(job, workers=None))
         where = cfg["master"] if cfg["kind"] == "spark" else batches_url(cfg)
-        output_lock.hold_detached(io.output, run_id, {"runner": cfg["kind"], "cluster": where,
-                                                      HELD_BATCHES_KEY: None})
-        submitted = False
-        try:
-            work = os.path.join(args.work_dir, run_id)
-            os.makedirs(work, exist_ok=True)
-            jar = os.path.join(work, "pipeline.jar")
-            t_jar = time.monotonic()
-            pipeline = beam.Pipeline(runner=PipelineJarRunner(jar), options=job.options)
-            tokenize.build(pipeline, job, storage=storage, finish_argv=argv)
-            pipeline.run().wait_until_finish()
-            t_stage = time.monotonic()
-            staged = stage(cfg, jar, run_id=run_id)
-            t_submit = time.monotonic()
-            _timing("pipeline jar", t_stage - t_jar, f"{os.path.getsize(jar):,} bytes")
-            _timing("staging", t_submit - t_stage, staged.runtime_jar)
-            if args.no_submit:
-                return _write_request(args, cfg, staged, run_id=run_id, work=work, output=io.output)
-            if cfg["kind"] == "spark":
-                submitted = True
-                state = _run_spark_submit(cfg, staged, run_id=run_id, work=work,
-                                          on_application=_yarn_recorder(
-                                              args, cfg, output=io.output, run_id=run_id))
-            else:
-                body = batch_body(cfg, staged, run_id=run_id)
-                _save_request(work, {"method": "POST", "url": batches_url(cfg) + "/batches",
-                                     "body": body})   # what was sent, for the record
-                batch = client.submit(body)
-                submitted = True
-                output_lock.hold_detached(io.output, run_id, {
-                    "runner": cfg["kind"], "cluster": where, HELD_BATCHES_KEY: batch})
-                print(f"submitted batch {batch} to {client.url} ({body['name']})", flush=True)
-                _timing("submission", time.monotonic() - t_submit, "")
-                if not args.wait:
-                    print(f"follow it: python -m runners.spark status --config {args.config} "
-                          f"{batch} --wait   (logs: ... logs; stop: ... cancel)")
-                    return 0
-                state = _wait(client, batch, poll=cfg["poll_interval"])
-        except BaseException:
-            if not submitted:  # nothing runs on the cluster: the output is ours again
-                fsutil.remove_tree(tokenize.sink.temporary_dir(io.output, run_id))
-            raise
-        # The batch has ended: its last step wrote metadata.json unless it failed before.
-        meta = _read_metadata(io.output)
-        if meta.get("run_id") != run_id:
-            tokenize.finish(job, argv, started=started)
-        results = tokenize.collect_results(job)  # no metrics come back from the cluster
-        status = tokenize.report(job, results, seconds=time.monotonic() - t0,
-                                 wall=time.monotonic() - since)
+        output_lock.hold_detached(output, job.run_id, {"runner": cfg["kind"], "cluster": where,
+                                                       HELD_BATCHES_KEY: None})
+        work = os.path.join(args.work_dir, job.run_id)
+        os.makedirs(work, exist_ok=True)
+        jar = os.path.join(work, "pipeline.jar")
+        t_jar = time.monotonic()
+        pipeline = beam.Pipeline(runner=PipelineJarRunner(jar), options=job.options)
+        graph.build(pipeline, job, storage=run.storage, finish_argv=run.argv,
+                    started=run.started)
+        pipeline.run().wait_until_finish()
+        t_stage = time.monotonic()
+        staged = stage(cfg, jar, run_id=job.run_id)
+        t_submit = time.monotonic()
+        _timing("pipeline jar", t_stage - t_jar, f"{os.path.getsize(jar):,} bytes")
+        _timing("staging", t_submit - t_stage, staged.runtime_jar)
+        if args.no_submit:
+            run.handed_off = True  # the request written runs it, with these temporaries
+            return _write_request(args, cfg, staged, run_id=job.run_id, work=work,
+                                  output=output)
+        if cfg["kind"] == "spark":
+            run.handed_off = True
+            state = _run_spark_submit(cfg, staged, run_id=job.run_id, work=work,
+                                      on_application=_yarn_recorder(
+                                          args, cfg, output=output, run_id=job.run_id))
+        else:
+            body = batch_body(cfg, staged, run_id=job.run_id)
+            _save_request(work, {"method": "POST", "url": batches_url(cfg) + "/batches",
+                                 "body": body})   # what was sent, for the record
+            batch = client.submit(body)
+            run.handed_off = True
+            output_lock.hold_detached(output, job.run_id, {
+                "runner": cfg["kind"], "cluster": where, HELD_BATCHES_KEY: batch})
+            print(f"submitted batch {batch} to {client.url} ({body['name']})", flush=True)
+            _timing("submission", time.monotonic() - t_submit, "")
+            if not args.wait:
+                print(f"follow it: python -m runners.spark status --config {args.config} "
+                      f"{batch} --wait   (logs: ... logs; stop: ... cancel)")
+                return 0
+            state = _wait(client, batch, poll=cfg["poll_interval"])
+        # The batch has ended: its last step wrote metadata.json unless it failed before; no
+        # metrics come back from the cluster (the commit records say what it did).
+        status = driver.complete(run, pipeline_finishes=True)
         if state != LIVY_OK:
             if client is not None:
                 _print_log_tail(client, batch)
@@ -405,11 +398,12 @@ def _submit(args, cfg: dict) -> int:
         return status
 
 
-def _refuse_relative_paths(options, opts) -> None:
+def _refuse_relative_paths(options) -> None:
     """The cluster's executors run elsewhere, in another folder: a relative path would name
     another file there (or none)."""
-    io = options.view_as(opts.InputOutputOptions)
-    tok = options.view_as(opts.TokenizerOptions)
+    from pipelines import options as opts
+
+    io = tok = opts.flags(options)
     named = [("--input", p) for p in io.input or []] + [
         ("--output", io.output), ("--tokenizer-model", tok.tokenizer_model),
         ("--vocab-file", tok.vocab_file), ("--merge-file", tok.merge_file)]
@@ -423,16 +417,6 @@ def _refuse_relative_paths(options, opts) -> None:
 
 def _timing(what: str, seconds: float, detail: str) -> None:
     print(f"  {what:<13} {seconds:6.1f} s  {detail}", flush=True)
-
-
-def _read_metadata(output: str) -> dict:
-    path = fsutil.join(output, "metadata.json")
-    fs, inner = fsutil.filesystem_and_path(output)
-    fs.invalidate_cache(inner)  # the batch wrote it: what this process listed before is stale
-    try:
-        return json.loads(fsutil.read_bytes(path)) if fsutil.exists(path) else {}
-    except ValueError:
-        return {}
 
 
 def _ended_on(client):

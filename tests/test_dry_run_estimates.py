@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from pipelines import _tokenize_estimate as estimate
+from pipelines.tokenize import estimate
 from pipelines import demo, tokenize
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py

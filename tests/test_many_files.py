@@ -130,6 +130,7 @@ def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(
     shard on object storage."""
     from dataio import fs as fsutil
     from pipelines import tokenize
+    from pipelines.tokenize import driver
 
     inp, out = tmp_path / "in", tmp_path / "out"
     inp.mkdir()
@@ -149,7 +150,7 @@ def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(
     removed: list[str] = []
     original = fsutil.remove
     monkeypatch.setattr(fsutil, "remove", lambda path: (removed.append(path), original(path)))
-    tokenize.prepare_output(job)
+    driver.prepare_output(job)
     assert sorted(removed) == sorted([failed, bad])
     assert not os.path.exists(failed) and not os.path.exists(bad)
 

@@ -27,7 +27,7 @@ import megatron_live
 
 from dataio import indexed
 from megatron_reference import megatron_documents, read_pair, reference_write
-from pipelines import options as opts
+from pipelines import beam_options
 from pipelines import tokenize
 from transforms import tokenizer as tk
 
@@ -91,9 +91,9 @@ def test_tokenizer_gives_megatron_bytes(tmp_path, backend, name, stored, flags):
     flags = _flags(flags)
     worker = backend == "auto-worker"
     backend = "auto" if worker else backend
-    options = opts.parse(["--input", "x", "--output", "y", *flags,
+    options = beam_options.parse(["--input", "x", "--output", "y", *flags,
                           "--tokenizer-backend", backend])
-    spec = options.view_as(opts.TokenizerOptions).tokenizer_spec()
+    spec = options.view_as(beam_options.TokenizerOptions).tokenizer_spec()
     chosen, why = tk.choose_backend(spec, _texts()[:20])
     if backend == "reference":
         assert chosen == "reference"

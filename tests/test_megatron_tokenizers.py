@@ -23,7 +23,7 @@ import megatron_live
 
 from dataio import indexed
 from megatron_reference import megatron_documents, read_pair, reference_write
-from pipelines import options as opts
+from pipelines import beam_options
 from pipelines import tokenize
 from transforms import tokenizer as tk
 
@@ -89,8 +89,8 @@ def test_tokenizer_gives_megatron_bytes(tmp_path, family, name, stored, flags):
     """Every variant: the tokenizer built from Megatron's own flags, Megatron's document
     assembly and the format written from the spec (tests/megatron_reference.py)."""
     flags = _flags(family, flags)
-    options = opts.parse(["--input", "x", "--output", "y", *flags])
-    spec = options.view_as(opts.TokenizerOptions).tokenizer_spec()
+    options = beam_options.parse(["--input", "x", "--output", "y", *flags])
+    spec = options.view_as(beam_options.TokenizerOptions).tokenizer_spec()
     # the backend the job would run (the fast one, routed, for the BPE model where it can)
     backend, _ = tk.choose_backend(spec, _texts(family)[:20])
     tok = tk.load_tokenizer(dataclasses.replace(spec, backend=backend))

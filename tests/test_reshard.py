@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipelines import demo
-from pipelines import options as opts
+from pipelines import beam_options
 from pipelines import reshard
 from transforms import reshard as rs
 
@@ -285,7 +285,7 @@ def test_beam_flags_and_shared_flags_pass(tmp_path):
     options = reshard.parse(["--input", "x", "--output", "y", "--overwrite", "--dry-run",
                              "--workers", "2", "--runner", "DirectRunner",
                              "--direct_runner_bundle_repeat=1", "--compression", "zstd"])
-    io = options.view_as(opts.InputOutputOptions)
+    io = options.view_as(beam_options.InputOutputOptions)
     assert (io.input, io.output, io.overwrite, io.plan_only) == (["x"], "y", True, True)
     assert options.view_as(reshard.ReshardOptions).compression == "zstd"
 

@@ -16,7 +16,7 @@ from megatron_reference import read_pair
 from dataio import fs as fsutil
 from dataio import file_hashes
 from dataio import readers
-from pipelines import _tokenize_plan as planner
+from pipelines.tokenize import planner
 from test_tokenize import committed, run_job
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py

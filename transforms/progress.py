@@ -19,7 +19,7 @@ Who prints what (:class:`ProgressPlan`, decided by the driver):
 Why files and not Beam's counters: they reach the driver with a bundle's end, and the local
 runner gives each worker its share of a stage as few large bundles, so the driver would see the
 counts only when most of the work is done. The files are progress only; the summary's figures
-are the counters (pipelines/tokenize.py).
+are the counters (pipelines/tokenize/outcome.py).
 
 The ETA needs planned bytes comparable with what is counted: a compressed JSONL or a Parquet
 input is counted in decoded text bytes, not in bytes on storage (the planner then passes

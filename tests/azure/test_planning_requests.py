@@ -117,6 +117,7 @@ def test_a_fresh_run_clears_no_records_shard_by_shard(azurite, container, tmp_pa
 
     from dataio import manifest
     from pipelines import tokenize
+    from pipelines.tokenize import driver
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -131,7 +132,7 @@ def test_a_fresh_run_clears_no_records_shard_by_shard(azurite, container, tmp_pa
     job = tokenize.plan(options, checked=True)
     assert len(job.to_process) == 30
     before = len(azurite.settled_responses())
-    tokenize.prepare_output(job)
+    driver.prepare_output(job)
     asked = len(azurite.settled_responses(before)) - before
     # a listing of each control folder (and of _parts/, the kept work items): not per shard
     assert asked <= 12, f"{asked} requests to clear the records of 30 shards"

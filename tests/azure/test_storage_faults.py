@@ -19,6 +19,7 @@ from dataio import azure
 from runtime import errors, log
 from dataio import lock as output_lock
 from pipelines import tokenize
+from pipelines.tokenize import driver
 from pipelines import validate
 from tests.azure.conftest import ACCOUNT, DEV_KEY
 
@@ -265,7 +266,7 @@ def test_taking_over_an_expired_lease_names_the_runs_whose_temporaries_go(azurit
     BlobLeaseClient(client.get_blob_client("out/_lock")).break_lease(lease_break_period=0)
     held = output_lock.acquire(output, run_id="new-run")
     try:
-        tokenize.take_over(output, held)
+        driver.take_over(output, held)
     finally:
         held.release()
         old.release()

@@ -205,11 +205,11 @@ def test_a_dataset_folder_without_part_files_says_what_to_give(tmp_path):
 
 def test_a_tokenizer_file_that_is_a_fifo_is_refused(tmp_path):
     from runtime import errors
-    from pipelines import _tokenize_plan
+    from pipelines.tokenize import checks
     from transforms import tokenizer as tk
 
     (tmp_path / "tok").mkdir()
     os.mkfifo(tmp_path / "tok" / "tokenizer.json")
     spec = tk.TokenizerSpec(kind="HuggingFaceTokenizer", model=str(tmp_path / "tok"))
     with pytest.raises(errors.ConfigError, match="tokenizer.json: not a regular file"):
-        _tokenize_plan.check_tokenizer_files(spec)
+        checks.check_tokenizer_files(spec)

@@ -19,9 +19,7 @@ import pytest
 import zstandard
 
 from dataio import readers
-from dataio import sampling
-from dataio import discovery
-from pipelines import _tokenize_plan as plan
+from pipelines.tokenize import planner as plan
 
 LINE_MB = 100  # the decompressed size of the bomb's first line
 GOOD = b"".join(json.dumps({"text": f"good document {i}"}).encode() + b"\n" for i in range(50))

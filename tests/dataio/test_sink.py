@@ -96,7 +96,7 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
     left = [f for _, _, files in os.walk(sink.temporary_dir(out, RUN)) for f in files]
     assert left == []  # every part removed once its shard is committed
     # What was committed comes back through the runner as Beam counters, not from the files.
-    from pipelines import _tokenize_graph
+    from pipelines.tokenize import graph as _tokenize_graph
 
     assert _tokenize_graph.figures(p.result) == {
         "parts": 4, "shards_committed": 3, "documents": 6, "sequences": 7, "tokens": 11,
@@ -145,7 +145,7 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
         written = (p | beam.Create([("a", r[0]), ("b", other), ("a", r[1]), ("a", r[2])])
                    | sink.WriteErrors(out))
         assert_that(written, equal_to([("a", 3), ("b", 1)]))
-    from pipelines import _tokenize_graph
+    from pipelines.tokenize import graph as _tokenize_graph
 
     assert _tokenize_graph.figures(p.result) == {"bad_records": 4}
     lines = open(f"{out}/_errors/a.jsonl", encoding="utf-8").read().splitlines()
@@ -450,7 +450,7 @@ def test_a_shard_result_travels_as_one_string_and_back():
 
 def test_the_commit_record_keeps_the_resume_key_and_says_what_changed(tmp_path):
     # planned as (fingerprint, resume key): the key goes into the record; a later plan with
-    # another key is told which part changed (pipelines/_tokenize_plan.py, dataio/manifest.py)
+    # another key is told which part changed (pipelines/tokenize/planner.py, dataio/manifest.py)
     from dataio import manifest
 
     key = {"format": 1, "input": ["/in/web.jsonl", 10, "mtime:1"], "content": None,

@@ -1,8 +1,8 @@
-"""The arithmetic of --dry-run's estimates (pipelines/_tokenize_estimate.py): which files are
+"""The arithmetic of --dry-run's estimates (pipelines/tokenize/estimate.py): which files are
 sampled, a rate and its standard error, a file at the sampled files' rate."""
 
 from dataio import readers
-from pipelines import _tokenize_estimate as estimate
+from pipelines.tokenize import estimate
 
 
 def _file(name, size, fmt="jsonl"):

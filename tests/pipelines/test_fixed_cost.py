@@ -1,4 +1,4 @@
-"""What a command costs before any work (pipelines/options.py, pipelines/tokenize.py): ``--help``
+"""What a command costs before any work (pipelines/options.py, pipelines/tokenize/): ``--help``
 without importing Beam, the Beam-free flag parser giving the values Beam's does from the same
 definitions, and ``--workers auto`` chosen from the backend and the cores, and said."""
 
@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from runtime import workers
+from pipelines import beam_options
 from pipelines import options as opts
 from pipelines import tokenize
 
@@ -33,10 +34,11 @@ def test_help_does_not_import_beam():
 
 
 def test_the_planner_imports_no_beam():
-    # pipelines/_tokenize_plan.py: planning, the settings refusal and --dry-run's estimate run
-    # without Beam; only the graph (pipelines/_tokenize_graph.py) imports it.
+    # planning, the checks, --dry-run's estimate and the run's finish need no Beam: in the
+    # tokenize package only graph.py imports it (and pipelines/beam_options.py outside it).
     probe = ("import sys\n"
-             "from pipelines import _tokenize_plan, tokenize\n"
+             "from pipelines import options, tokenize\n"
+             "from pipelines.tokenize import checks, driver, estimate, outcome, planner\n"
              "from dataio import manifest\n"
              "from transforms import tokenize_config\n"
              "print(sorted(m for m, mod in sys.modules.items()\n"
@@ -62,7 +64,7 @@ def test_beams_azure_filesystem_is_never_loaded():
 def test_flags_parsed_without_beam_equal_beams_parse_of_the_same_definitions():
     fast = opts.parse_flags(ARGV)
     assert fast is not None and fast.argv == ARGV
-    beam_values = opts.flags(opts.parse(ARGV))
+    beam_values = opts.flags(beam_options.parse(ARGV))
     for group in opts.GROUPS:
         parser = argparse.ArgumentParser()
         group._add_argparse_args(parser)
@@ -96,17 +98,17 @@ def test_auto_workers_from_backend_cores_and_items(backend, cores, items, expect
 
 def test_workers_given_are_kept_and_set_the_local_runner(monkeypatch):
     monkeypatch.setattr(workers, "usable_cores", lambda: 4)
-    given = opts.parse(ARGV + ["--workers", "3"])
+    given = beam_options.parse(ARGV + ["--workers", "3"])
     assert opts.choose_workers(given, backend="fast", items=8) == (3, "--workers")
-    auto = opts.parse(ARGV)
+    auto = beam_options.parse(ARGV)
     assert opts.choose_workers(auto, backend="reference", items=8)[0] == 4
     from apache_beam.options.pipeline_options import DirectOptions, StandardOptions
 
-    opts.use_local_workers(auto, 4)
+    beam_options.use_local_workers(auto, 4)
     direct = auto.view_as(DirectOptions)
     assert auto.view_as(StandardOptions).runner == workers.RUNNER
     assert (direct.direct_running_mode, direct.direct_num_workers) == ("multi_processing", 4)
-    opts.use_local_workers(auto, 1)
+    beam_options.use_local_workers(auto, 1)
     assert auto.view_as(StandardOptions).runner == "FnApiRunner"
     assert direct.direct_running_mode == "in_memory"
     assert not opts.runs_locally(opts.parse_flags(["--runner", "FlinkRunner"]))
@@ -153,7 +155,7 @@ print("ok")
     assert proc.stdout.strip().endswith("ok") and "skip a_text_document" in proc.stdout
     from dataio import dataset_find
 
-    from pipelines import _tokenize_plan as planner
+    from pipelines.tokenize import planner
 
     assert planner.HOLDOUT_DIR == dataset_find.HOLDOUT_DIR  # the driver names every shard
 
@@ -180,6 +182,6 @@ def test_beams_other_spellings_of_the_direct_runner_run_here(runner):
     from apache_beam.options.pipeline_options import StandardOptions
 
     assert opts.runs_locally(opts.parse_flags(["--runner", runner]))
-    given = opts.parse(ARGV + ["--runner", runner])
-    opts.use_local_workers(given, 2)
+    given = beam_options.parse(ARGV + ["--runner", runner])
+    beam_options.use_local_workers(given, 2)
     assert given.view_as(StandardOptions).runner == workers.RUNNER

@@ -7,9 +7,11 @@ import os
 import pytest
 
 from runtime import errors
+from pipelines import beam_options
 from pipelines import options as opts
 from pipelines import reshard  # registers ReshardOptions with Beam, as any import of it does
 from pipelines import tokenize
+from pipelines.tokenize import checks
 
 ARGV = ["--input", "in/", "--output", "out/", "--tokenizer-type", "NullTokenizer",
         "--vocab-size", "100", "--log-interval", "0"]
@@ -18,7 +20,7 @@ RESHARD = reshard.GROUPS
 
 def test_tokenize_refuses_another_jobs_flag():
     with pytest.raises(opts.OptionsError, match=r"^unknown flag --target-size; see --help$"):
-        opts.parse([*ARGV, "--target-size", "1GB"], groups=opts.GROUPS)
+        beam_options.parse([*ARGV, "--target-size", "1GB"], groups=opts.GROUPS)
 
 
 def test_tokenize_command_refuses_another_jobs_flag_in_one_line(tmp_path, capsys):
@@ -34,28 +36,28 @@ def test_tokenize_command_refuses_another_jobs_flag_in_one_line(tmp_path, capsys
 
 def test_a_job_with_its_groups_refuses_tokenize_flags():
     argv = ["--input", "in/", "--output", "out/", "--target-size", "1MB"]
-    options = opts.parse(argv, groups=RESHARD)
+    options = beam_options.parse(argv, groups=RESHARD)
     assert options.view_as(reshard.ReshardOptions).target_size == "1MB"
     with pytest.raises(opts.OptionsError, match="unknown flag --tokenizer-type"):
-        opts.parse([*argv, "--tokenizer-type", "x"], groups=RESHARD)
+        beam_options.parse([*argv, "--tokenizer-type", "x"], groups=RESHARD)
 
 
 def test_beams_and_the_runners_flags_pass():
     importlib.import_module("runners.spark_jar")  # declares Spark's --storage_level
 
-    options = opts.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
+    options = beam_options.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
                           "--storage_level=MEMORY_AND_DISK"], groups=opts.GROUPS)
     assert options.get_all_options()["storage_level"] == "MEMORY_AND_DISK"
 
 
 def test_without_groups_it_is_the_tokenize_jobs_parse():
     with pytest.raises(opts.OptionsError, match="unknown flag --target-size"):
-        opts.parse([*ARGV, "--target-size", "1GB"])
+        beam_options.parse([*ARGV, "--target-size", "1GB"])
 
 
 def test_a_bad_log_level_is_refused():
     # one line naming the choices (runtime/cli.py), from either parser: no usage, no exit
-    for parse in (lambda argv: opts.parse(argv, groups=opts.GROUPS), opts.parse_flags):
+    for parse in (lambda argv: beam_options.parse(argv, groups=opts.GROUPS), opts.parse_flags):
         with pytest.raises(errors.ConfigError, match=r"^--log-level loud: not a choice "
                            r"\(choices: debug, info, warning, error\)$"):
             parse([*ARGV, "--log-level", "loud"])
@@ -74,7 +76,7 @@ def test_each_group_validates(extra, message):
         opts.validate(opts.parse_flags(argv))
     assert message in str(found.value)
     with pytest.raises(opts.OptionsError) as found:  # the same from Beam's PipelineOptions
-        opts.validate(opts.parse(argv, groups=opts.GROUPS))
+        opts.validate(beam_options.parse(argv, groups=opts.GROUPS))
     assert message in str(found.value)
 
 
@@ -84,8 +86,12 @@ def test_validation_starts_with_the_output():
 
 
 def test_a_group_without_validate_is_skipped():
-    options = opts.parse(["--input", "in/", "--output", "out/"], groups=RESHARD)
-    opts.validate(options, groups=RESHARD)
+    assert not hasattr(reshard.ReshardOptions, "validate")  # the group this test is about
+    assert opts.validate(reshard.parse(["--input", "in/", "--output", "out/"]),
+                         groups=RESHARD) is None  # skipped: no AttributeError
+    # skipped, not the end of the checks: the job's other groups are still validated
+    with pytest.raises(opts.OptionsError, match="--input is required"):
+        opts.validate(reshard.parse(["--output", "out/"]), groups=RESHARD)
 
 
 def test_preflight_validates_through_the_one_function(monkeypatch, tmp_path):
@@ -93,7 +99,7 @@ def test_preflight_validates_through_the_one_function(monkeypatch, tmp_path):
     monkeypatch.setattr(opts, "validate", lambda options, groups=opts.GROUPS: seen.append(groups)
                         or (_ for _ in ()).throw(opts.OptionsError("stop here")))
     with pytest.raises(opts.OptionsError, match="stop here"):
-        tokenize.preflight(opts.parse_flags(ARGV))
+        checks.preflight(opts.parse_flags(ARGV))
     assert seen == [opts.GROUPS]
 
 

@@ -1,4 +1,4 @@
-"""The tokenize job's wiring (pipelines/tokenize.py ``build``) in a TestPipeline, and its one
+"""The tokenize job's wiring (pipelines/tokenize/graph.py ``build``) in a TestPipeline, and its one
 DoFn, _FinishFn (the last step of runs whose driver does not wait: runners/spark.py), driven
 directly. The job is planned by the driver code itself (``tokenize.plan``) on a small JSONL
 written here, with Megatron's NullTokenizer ("1 2 3" -> ids 1, 2, 3), so nothing is trained.
@@ -13,8 +13,9 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import sink
-from pipelines import options as opts
+from pipelines import beam_options
 from pipelines import tokenize
+from pipelines.tokenize import driver, graph, outcome
 
 RUN = "run-unit"
 
@@ -26,7 +27,7 @@ def job(tmp_path, write_jsonl):
     argv = ["--input", str(tmp_path / "in"), "--output", str(tmp_path / "out"),
             "--tokenizer-type", "NullTokenizer", "--vocab-size", "100", "--append-eod",
             "--log-interval", "0", "--max-bad-fraction", "0.5"]  # a.jsonl: 1 of 3 is bad
-    planned = tokenize.plan(opts.parse(argv))
+    planned = tokenize.plan(beam_options.parse(argv))
     planned.run_id = RUN
     return planned, argv
 
@@ -35,7 +36,7 @@ def test_build_writes_every_planned_shard_the_bad_records_and_finishes(job, make
     job, argv = job
     out = job.output
     with make_pipeline() as p:
-        results = tokenize.build(p, job, finish_argv=argv)
+        results = graph.build(p, job, finish_argv=argv)
         assert_that(results | beam.Map(lambda r: (r.shard, r.name, r.failed)), equal_to([
             ("a_text_document", "a_text_document_dc=2_sc=2_tc=6", None),
             ("b_text_document", "b_text_document_dc=1_sc=1_tc=3", None)]))
@@ -52,7 +53,7 @@ def test_finish_fn_holds_no_options_ships_without_secrets_and_finishes(job, azur
     from dataio import azure
 
     job, argv = job
-    fn = tokenize._FinishFn(dataclasses.replace(job, options=None), argv, started="t0",
+    fn = graph._FinishFn(dataclasses.replace(job, options=None), argv, started="t0",
                             storage=azure_storage_plan)
     assert fn._job.options is None  # the options (flags, runner settings) stay on the driver
     worker = ship(fn)
@@ -92,55 +93,52 @@ class _Result:
 
 
 def test_figures_come_from_committed_counters_and_none_when_the_runner_reports_none():
-    from pipelines import _tokenize_graph
 
     counters = {"documents": 3, "tokens": 9, "shards_committed": 2}
-    assert _tokenize_graph.figures(_Result(counters)) == counters
+    assert graph.figures(_Result(counters)) == counters
     # Portable runners (Flink's job server) may give attempted values only, Spark's jar none.
-    assert _tokenize_graph.figures(_Result(counters, committed=False)) is None
-    assert _tokenize_graph.figures(_Result(fails=True)) is None
-    assert _tokenize_graph.figures(_Result({})) is None
+    assert graph.figures(_Result(counters, committed=False)) is None
+    assert graph.figures(_Result(fails=True)) is None
+    assert graph.figures(_Result({})) is None
 
 
 def test_the_summary_takes_the_counters_else_the_commit_records(job, make_pipeline):
     job, argv = job
     with make_pipeline() as p:
-        tokenize.build(p, job)
-    results = tokenize.collect_results(job)
-    recorded = tokenize.recorded_figures(job, results)
-    assert recorded == tokenize.Figures(documents=3, tokens=9, input_bytes=recorded.input_bytes,
+        graph.build(p, job)
+    results = outcome.collect_results(job)
+    recorded = outcome.recorded_figures(job, results)
+    assert recorded == outcome.Figures(documents=3, tokens=9, input_bytes=recorded.input_bytes,
                                         bad_records=1) and recorded.input_bytes > 0
-    from pipelines import _tokenize_graph
 
-    counters = _tokenize_graph.figures(p.result)
-    assert tokenize.counted_figures(job, results, counters) == recorded  # the same figures
+    counters = graph.figures(p.result)
+    assert outcome.counted_figures(job, results, counters) == recorded  # the same figures
     # counters that do not account for every committed shard are not trusted
-    assert tokenize.counted_figures(job, results, {**counters, "shards_committed": 1,
+    assert outcome.counted_figures(job, results, {**counters, "shards_committed": 1,
                                                    "documents": 99}) == recorded
-    assert tokenize.counted_figures(job, results, {**counters, "documents": 99}).documents == 99
+    assert outcome.counted_figures(job, results, {**counters, "documents": 99}).documents == 99
 
 
 def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(job,
                                                                              make_pipeline):
-    from pipelines import _tokenize_graph
 
     job, argv = job
     with make_pipeline() as p:
-        tokenize.build(p, job)
-    reported = _tokenize_graph.shard_results(p.result)
-    from_records = tokenize.collect_results(job)
+        graph.build(p, job)
+    reported = graph.shard_results(p.result)
+    from_records = outcome.collect_results(job)
     assert sorted(reported) == [s.shard for s in job.to_process]
-    assert tokenize.collect_results(job, reported) == from_records
+    assert outcome.collect_results(job, reported) == from_records
     # metadata.json is the same whichever told the driver what was committed
-    by_pipeline = tokenize.finish(job, argv, started="t0", reported=reported)
+    by_pipeline = outcome.finish(job, argv, started="t0", reported=reported)
     meta = json.loads(open(os.path.join(job.output, "metadata.json")).read())
-    assert tokenize.finish(job, argv, started="t0") == by_pipeline
+    assert outcome.finish(job, argv, started="t0") == by_pipeline
     again = json.loads(open(os.path.join(job.output, "metadata.json")).read())
     assert {**meta, "finished": None} == {**again, "finished": None}
     assert [s["status"] for s in meta["shards"]] == ["written", "written"]
     # a report that misses a shard (a string set is capped at 1 MB) is not trusted
     partial = dict(list(reported.items())[:1])
-    assert tokenize.collect_results(job, partial) == from_records
+    assert outcome.collect_results(job, partial) == from_records
 
 
 def test_progress_is_the_jobs_locally_and_labelled_per_process_on_a_cluster(job):
@@ -150,27 +148,27 @@ def test_progress_is_the_jobs_locally_and_labelled_per_process_on_a_cluster(job)
     job, _ = job
     job.config = dataclasses.replace(job.config, log_interval=10)
     planned = sum(f.size for f in job.files)
-    one = tokenize.progress_plan(job, workers=1)
+    one = driver.progress_plan(job, workers=1)
     assert (one.folder, one.labelled, one.planned_bytes) == ("", False, planned)
-    several = tokenize.progress_plan(job, workers=2)
+    several = driver.progress_plan(job, workers=2)
     try:
         assert os.path.isdir(several.folder) and oct(os.stat(several.folder).st_mode)[-3:] == "700"
         assert not several.labelled and several.planned_bytes == planned
     finally:
         os.rmdir(several.folder)
-    cluster = tokenize.progress_plan(job, workers=None)
+    cluster = driver.progress_plan(job, workers=None)
     assert (cluster.folder, cluster.labelled, cluster.planned_bytes) == ("", True, 0)
     job.config = dataclasses.replace(job.config, log_interval=0)  # no progress: no folder
-    assert tokenize.progress_plan(job, workers=2).folder == ""
+    assert driver.progress_plan(job, workers=2).folder == ""
 
 
 def test_the_summary_gives_wall_and_job_seconds_in_mb_of_10_6_bytes(job, capsys):
     job, _ = job
-    figures = tokenize.Figures(documents=3, tokens=9, input_bytes=5_000_000, bad_records=0)
-    tokenize.report(job, [], seconds=2.0, wall=4.0, figures=figures)
+    figures = outcome.Figures(documents=3, tokens=9, input_bytes=5_000_000, bad_records=0)
+    outcome.report(job, [], seconds=2.0, wall=4.0, figures=figures)
     rows = dict(line.strip().rsplit(None, 1) for line in capsys.readouterr().out.splitlines()[1:])
     assert rows["input MB"] == "5.00" and rows["MB/s"] == "1.25"  # by the wall time
     assert rows["wall seconds"] == "4.0" and rows["job seconds"] == "2.0"
-    tokenize.report(job, [], seconds=2.0, figures=figures)  # the wall time unknown
+    outcome.report(job, [], seconds=2.0, figures=figures)  # the wall time unknown
     rows = dict(line.strip().rsplit(None, 1) for line in capsys.readouterr().out.splitlines()[1:])
     assert rows["wall seconds"] == "-" and rows["MB/s"] == "2.50"

@@ -41,7 +41,7 @@ def config(*keys, **kwargs):
 
 
 def planned_names(cfg, stems=("web", "r", "d")):
-    """(stem, key, holdout?) -> shard, as the driver plans them (pipelines/_tokenize_plan.py)."""
+    """(stem, key, holdout?) -> shard, as the driver plans them (pipelines/tokenize/planner.py)."""
     names = {}
     for stem in stems:
         for key in cfg.keys:

@@ -48,7 +48,7 @@ def hf_files(spec: TokenizerSpec) -> list[str]:
 
 class HuggingFaceTokenizer(Tokenizer):
     """The reference for a HuggingFace folder: transformers' AutoTokenizer as Megatron builds
-    and calls it (transforms/hf_auto.py). ``backend`` is the ``tokenizers.Tokenizer`` it ended
+    and calls it (hf_auto.py). ``backend`` is the ``tokenizers.Tokenizer`` it ended
     up with (config effects included), which :class:`HFBackendTokenizer` and gigatoken encode
     with wherever the self-check finds them identical."""
 

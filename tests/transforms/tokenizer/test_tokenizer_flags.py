@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from pipelines import options as opts
+from pipelines import beam_options
 from transforms import tokenizer as tk
 from transforms.tokenizer import check
 from transforms.tokenizer import flags as tkf
@@ -25,7 +25,7 @@ SPM_METADATA = os.path.join(DATA, "spm", "tokenizer_metadata.json")
 
 
 def _flags(*argv):
-    return opts.parse(["--input", "x", "--output", "y", *argv]).view_as(opts.TokenizerOptions)
+    return beam_options.parse(["--input", "x", "--output", "y", *argv]).view_as(beam_options.TokenizerOptions)
 
 
 def _spec(*argv):

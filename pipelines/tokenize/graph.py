@@ -1,8 +1,8 @@
-"""The tokenize job's Beam graph (pipelines/tokenize.py ``build``): imported only when a pipeline
-is built, so that ``--help``, ``--dry-run`` and planning need no Beam import. See DESIGN.md for
-the data flow.
+"""The tokenize job's Beam graph: the one module of the job that imports Beam, imported only
+where a pipeline runs (pipelines/tokenize/driver.py ``execute``, runners/spark.py), so that
+``--help``, ``--dry-run`` and planning need no Beam. See DESIGN.md for the data flow.
 
-The planned job (pipelines/_tokenize_plan.py) is carried in whole: the settings record, the
+The planned job (pipelines/tokenize/planner.py) is carried in whole: the settings record, the
 shards' names and fingerprints; nothing here decides them again. What the run did comes back
 through the runner's result: the sink's Beam counters (:func:`figures`) and the shards it
 committed (:func:`shard_results`).
@@ -18,13 +18,13 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from runtime import errors, log
 from dataio import manifest, parts, readers, sink
-from dataio.storage_fn import StorageDoFn
-from dataio.elements import ShardResult
-from pipelines import _tokenize_plan as planner
+from pipelines import beam_options
 from pipelines import options as opts
+from pipelines.tokenize import outcome, planner
 from transforms import documents as docs
 from transforms.read import ReadDocuments
-from dataio.elements import DocumentBatch
+from dataio.elements import DocumentBatch, ShardResult
+from dataio.storage_fn import StorageDoFn
 from transforms.tokenize import TokenizeDocuments
 
 errors.anticipate(docs.BadRecord, status=errors.EXIT_FAILED)
@@ -35,9 +35,10 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
           started: str = ""):
     """Wire the job into ``pipeline``; returns the PCollection of ShardResult.
 
-    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.finish` (metadata.json,
-    this run's temporaries removed; ``started`` is the run's start), for runners whose driver
-    is not this process (runners/spark.py submits the pipeline as a jar and may not wait)."""
+    ``finish_argv``: the pipeline ends with :func:`pipelines.tokenize.outcome.finish`
+    (metadata.json, this run's temporaries removed; ``started`` is the run's start), for
+    runners whose driver is not this process (runners/spark.py submits the pipeline as a jar
+    and may not wait)."""
     io = opts.flags(job.options)
     todo = job.to_process
     shards_of_stem: dict[str, list[str]] = {}
@@ -125,6 +126,16 @@ def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
                                   reason=report.reason)
 
 
+def run(job: planner.Job, *, workers: int | None, storage=None) -> outcome.Reported:
+    """Run the job's pipeline to its end from this process (``workers``: the local processes
+    decided, None on another runner); returns what the runner reported of it."""
+    options = beam_options.pipeline_options(job.options, workers=workers)
+    with beam.Pipeline(options=options) as pipeline:
+        build(pipeline, job, storage=storage)
+    return outcome.Reported(counters=figures(pipeline.result),
+                            results=shard_results(pipeline.result))
+
+
 def figures(result) -> dict[str, int] | None:
     """The sink's committed counters (dataio/sink.py: documents, tokens, input_bytes,
     bad_records, parts, shards_committed, ...) from a finished pipeline's result; None when the
@@ -161,7 +172,5 @@ class _FinishFn(StorageDoFn):
         self._job, self._argv, self._started, self._storage = job, list(argv), started, storage
 
     def process(self, _count, errors_written):
-        from pipelines import tokenize
-
-        tokenize.finish(self._job, self._argv, started=self._started)
+        outcome.finish(self._job, self._argv, started=self._started)
         return []

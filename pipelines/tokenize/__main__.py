@@ -1,0 +1,7 @@
+"""``python -m pipelines.tokenize``."""
+
+import sys
+
+from pipelines.tokenize.driver import main
+
+sys.exit(main())
