@@ -1,5 +1,5 @@
 """Planning samples of an input, bounded in bytes stored and decompressed: what ``--dry-run``'s
-estimates and the first-records check read (pipelines/_tokenize_estimate.py)."""
+estimates and the first-records check read (pipelines/tokenize/estimate.py)."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ import pytest
 import zstandard
 
 from dataio import readers
+from dataio import discovery, sampling
 from pipelines.tokenize import planner as plan
 
 LINE_MB = 100  # the decompressed size of the bomb's first line
