@@ -10,7 +10,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.11",
     packages=["runtime", "dataio", "dataio.azure", "transforms", "transforms.tokenizer", "pipelines",
-              "runners"],
+              "pipelines.tokenize", "runners"],
     package_data={"runners": ["*.yaml", "templates/*"]},
     install_requires=[
         # The pipeline is written and tested against Beam 2.77; its runner flags (Flink 1.19-2.2,
