@@ -162,7 +162,7 @@ def _resume_payload(input_file: readers.InputFile, tokenizer: dict, settings: di
                "settings": settings}
     if content is not None:
         # Only when hashed: with --no-verify-inputs the key is exactly the one before the flag
-        # existed, so outputs committed then are still skipped (README: upgrading).
+        # existed, so outputs committed then are still skipped (docs/usage.md, `--no-verify-inputs`).
         payload["content"] = content
     return payload
 
