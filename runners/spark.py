@@ -61,7 +61,8 @@ from dataio import lock as output_lock
 from runtime.redact import redact, secret_name_pattern
 from runners import config as rconfig
 from runners.spark_clients import (LIVY_OK, LIVY_TERMINAL, YARN_APP_ID, BatchNotFound,
-                                   LivyClient, SparkError, SynapseClient, YarnClient, batches_url)
+                                   LivyClient, SparkError, SynapseClient, YarnClient, batches_url,
+                                   resourcemanager_urls)
 
 HELD_BATCHES_KEY = "batch"
 RUNTIME_PREFIX = "beam-spark-runtime-"
@@ -330,11 +331,16 @@ def _submit(args, cfg: dict) -> int:
         client.check_credentials()  # a missing credential fails now, not after the build
     if cfg["kind"] == "spark":
         spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
+    # who says whether the run an output's detached hold names has ended: the batch API, or
+    # for spark-submit to YARN the ResourceManager (an application outlives a launcher
+    # stopped in cluster mode)
+    asks = client if client is not None or args.no_submit or cfg["master"] != "yarn" \
+        else client_for(cfg)
     run_id = output_lock.new_run_id()
     started, t0 = tokenize._now(), time.monotonic()
     since = tokenize.process_started()  # the summary's wall time: the whole command's
     with tokenize.lock_output(options, argv, run_id=run_id) as held:
-        tokenize.take_over(io.output, held, ended=_ended_on(client) if client else None)
+        tokenize.take_over(io.output, held, ended=_ended_on(asks) if asks else None)
         job = tokenize.plan(options, checked=True)
         job.run_id = run_id
         tokenize.announce_skips(job)
@@ -440,7 +446,8 @@ def _ended_on(client):
     ended on this cluster (or the cluster no longer knows it)."""
     def ended(hold: dict) -> bool:
         batch = hold.get(HELD_BATCHES_KEY)
-        if hold.get("cluster") != client.url or batch is None:
+        # a YARN hold names one of the cluster's ResourceManagers (an HA pair has two)
+        if hold.get("cluster") not in getattr(client, "urls", [client.url]) or batch is None:
             return False
         try:
             return client.state(str(batch)) in LIVY_TERMINAL
@@ -522,8 +529,12 @@ def _yarn_recorder(args, cfg: dict, *, output: str, run_id: str):
     if cfg["master"] != "yarn":
         return None
 
+    # the hold names the ResourceManager, as a Livy batch's names its Livy: a later submit
+    # asks it whether the application has ended (_ended_on)
+    cluster = resourcemanager_urls(spark_submit_env(cfg)["HADOOP_CONF_DIR"])[0]
+
     def record(app: str) -> None:
-        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": "yarn",
+        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": cluster,
                                                    HELD_BATCHES_KEY: app})
         print(f"submitted application {app} to YARN; from another shell: python -m "
               f"runners.spark status --config {args.config} {app} [--wait] (logs: ... logs; "
