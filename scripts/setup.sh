@@ -6,7 +6,9 @@
 #   scripts/setup.sh --flink   also what a Flink submission needs (runners.slurm, runners.flink):
 #                              a Flink distribution and Beam's Flink job-server jar (runtime.d/flink.sh)
 #   scripts/setup.sh --test    also the real services the tests start (scripts/setup.d/*.sh)
-# Everything lands in .venv/ and .cache/ inside the checkout; re-running skips what is there.
+# Everything lands in .venv/ and .cache/ inside the checkout (except what apt installs when
+# missing: Java 17 and Maven for --spark/--flink, the test services' packages for --test; and
+# Maven's downloads, in ~/.m2); re-running skips what is there.
 # Each step says what it installs and about how long it takes, then how long it took; a long
 # step prints a line every SETUP_HEARTBEAT_S seconds (default 15) with what it is doing.
 set -euo pipefail
