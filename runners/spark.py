@@ -59,12 +59,14 @@ from dataio import fs as fsutil
 from dataio import file_hashes
 from dataio import lock as output_lock
 from runtime.redact import redact, secret_name_pattern
+from runtime.text import printable
 from runners import config as rconfig
 from runners.spark_clients import (LIVY_OK, LIVY_TERMINAL, YARN_APP_ID, BatchNotFound,
                                    LivyClient, SparkError, SynapseClient, YarnClient, batches_url,
                                    resourcemanager_urls)
 
 HELD_BATCHES_KEY = "batch"
+YARN_ID = re.compile(r"application_\d+_\d+")
 RUNTIME_PREFIX = "beam-spark-runtime-"
 LOG_TAIL_LINES = 40
 
@@ -677,6 +679,10 @@ def _main(argv) -> int:
                                       "'data/*.jsonl' --output out --tokenizer-type ...")
         args.work_dir = args.work_dir or default_work_dir()
         return _submit(args, cfg)
+    if cfg["kind"] == "spark" and cfg["master"] == "yarn" and not YARN_ID.fullmatch(args.batch):
+        raise rconfig.ConfigError(
+            f"{printable(args.batch)}: not a YARN application id (application_<cluster start>_"
+            "<number>, as submit printed it); a Livy batch id goes with spark_hdinsight.yaml")
     return {"status": _status, "cancel": _cancel, "logs": _logs}[args.command](args, cfg)
 
 

@@ -289,3 +289,16 @@ def test_a_later_submit_asks_yarn_whether_a_held_application_has_ended(tmp_path,
     assert ended(hold)      # the ResourceManager forgot it
     asks.urls = ["http://elsewhere:8088"]
     assert not ended(hold)  # another cluster's application: not ours to judge
+
+
+def test_a_yarn_command_given_no_application_id_says_so_in_one_line(tmp_path, capsys):
+    """status/logs/cancel on YARN take the id submit printed; a Livy batch number or a typo
+    used to go into the ResourceManager's URL (a 404 page, then the `yarn` CLI's words)."""
+    (tmp_path / "yarn-site.xml").write_text("<configuration/>")
+    for command in ("status", "logs", "cancel"):
+        status = spark.main([command, "--config", os.path.join(ROOT, "runners/spark.yaml"),
+                             "--set", "master=yarn", "--set", f"hadoop_conf_dir={tmp_path}",
+                             "7"])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith("error: 7: not a YARN application id (application_"), err
