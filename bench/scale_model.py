@@ -21,15 +21,15 @@ host a wall time is an upper bound; the tokenize rate is per CPU-second, which l
   which is what every per-file or per-shard call costs; and the commit of one shard (the sink's
   finalize step on a one-part shard: merge into the final name, commit record, clean-up).
 
-Taken as inputs (flags; defaults from README.md's measurements, or from Azure's published
+Taken as inputs (flags; defaults from the measurements in docs/, or from Azure's published
 limits, each said where it comes from): the per-job fixed cost of SLURM + Flink (about 60 s: "a
 job pays about 30 s of Flink, job-server and worker-pool start-up and teardown plus about 28 s
-of job submission", README "Running on SLURM with Flink") and of Spark (51 s submit to exit
-through Livy for a one-document job, README "Running on Spark"); the pipeline's efficiency
+of job submission", docs/slurm-flink.md) and of Spark (51 s submit to exit through Livy for a
+one-document job in a busy run; 16 to 59 s with the load, docs/spark.md "Figures"); the pipeline's efficiency
 against the in-memory tokenizer (0.69: the whole job on 708 MB, 67.59 MB/s, against gigatoken in
-memory, 97.83 MB/s, both on the same 2 cores, README "Throughput"); per-node network bandwidth
+memory, 97.83 MB/s, both on the same 2 cores, docs/benchmarks.md "Throughput"); per-node network bandwidth
 and the storage account's egress and ingress limits. Without a measurement, the tokenize rate
-and tokens per byte are README's "Measured inputs" (65.5 MB per core-second, 0.179).
+and tokens per byte are docs/scaling.md's "Measured inputs" (65.5 MB per core-second, 0.179).
 
 The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker slots):
 
@@ -441,18 +441,18 @@ def main(argv=None) -> int:
     p.add_argument("--compare-with", default=None, metavar="DIR",
                    help="also plan with the code in DIR (e.g. `git archive` of an earlier "
                         "commit), for before/after figures")
-    # inputs of the projection (defaults: README.md's measurements and Azure's published limits)
+    # inputs of the projection (defaults: the measurements in docs/ and Azure's published limits)
     p.add_argument("--flink-startup-s", type=float, default=60,
-                   help="README, Running on SLURM with Flink: ~30 s start-up/teardown + ~28 s "
+                   help="docs/slurm-flink.md: ~30 s start-up/teardown + ~28 s "
                         "submission and SDK workers")
     p.add_argument("--spark-startup-s", type=float, default=51,
-                   help="README, Running on Spark: 51.0 s submit to exit through Livy, one "
-                        "document")
+                   help="docs/spark.md, Figures: 51.0 s submit to exit through Livy, one "
+                        "document, in a busy run (16 to 59 s with the load)")
     p.add_argument("--efficiency", type=float, default=0.69,
-                   help="README, Throughput: the job on 708 MB 67.59 / in memory 97.83 MB/s")
+                   help="docs/benchmarks.md, Throughput: the job on 708 MB 67.59 / in memory 97.83 MB/s")
     p.add_argument("--mb-per-core-s", type=float, default=None,
                    help="tokenize MB per core-second (default: measured, fast backend; else "
-                        "README's measured 65.5)")
+                        "docs/scaling.md's measured 65.5)")
     p.add_argument("--tokens-per-byte", type=float, default=None)
     p.add_argument("--node-gbps", type=float, default=16,
                    help="network per node (a 64-core Azure VM gets 16-30 Gbit/s)")

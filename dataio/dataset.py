@@ -47,7 +47,7 @@ import numpy as np
 
 from dataio import fs as fsutil
 from dataio import indexed
-# MixedTokenizersError: the loader's refusal of a folder of two tokenizers (README), named here
+# MixedTokenizersError: the loader's refusal of a folder of two tokenizers (docs/loading.md), named here
 from dataio.dataset_find import MixedTokenizersError, read_vocab_size, resolve_prefixes
 
 __all__ = ["get_dataset", "TokenDataset", "ShuffledDataset", "Window", "Shard",

@@ -50,7 +50,7 @@ def shard_stems(files: Sequence[InputFile], *, layout: str = "flat",
                 kept=None) -> list[InputFile]:
     """``files``, each with the stem its shards are named by (``InputFile.stem``), no two alike.
 
-    The rule (README: "Shard names"), from the file's path relative to the input root
+    The rule (docs/usage.md, "Shard names"), from the file's path relative to the input root
     (``InputFile.folder``: see :func:`find_inputs`), so it depends on the set of inputs alone,
     never on listing order, runner or workers:
 
@@ -273,7 +273,7 @@ def _dataset_parts(pattern: str, paths: list[str], details: dict[str, dict],
 
 
 def _input_root(pattern: str, kind: str) -> str:
-    """The folder an input's files are named from (README: "Shard names"): a folder given is
+    """The folder an input's files are named from (docs/usage.md, "Shard names"): a folder given is
     its own root, a glob's is the folder its part before the first wildcard ends in
     (``data/**/*.jsonl``: ``data``; ``data/CC-*/x.jsonl``: ``data``), a file's (or a dataset
     folder's, ``t.parquet/``) is the folder it lies in. Local paths absolute, as listed."""

@@ -294,7 +294,7 @@ class SegmentationFlags:
                             help="auto (default): Megatron's NLTK punkt where its data for --lang "
                                  "is installed (NLTK_DATA), else sentencex; the run says which "
                                  "in one line. nltk: Megatron's punkt splitting; sentencex: "
-                                 "offline, no data files (see README)")
+                                 "offline, no data files (see docs/sentences.md)")
         parser.add_argument("--lang", default="english",
                             help="language for sentence splitting (NLTK name or ISO code)")
         parser.add_argument("--skip-empty", action="store_true",

@@ -59,11 +59,14 @@ from dataio import fs as fsutil
 from dataio import file_hashes
 from dataio import lock as output_lock
 from runtime.redact import redact, secret_name_pattern
+from runtime.text import printable
 from runners import config as rconfig
 from runners.spark_clients import (LIVY_OK, LIVY_TERMINAL, YARN_APP_ID, BatchNotFound,
-                                   LivyClient, SparkError, SynapseClient, YarnClient, batches_url)
+                                   LivyClient, SparkError, SynapseClient, YarnClient, batches_url,
+                                   resourcemanager_urls)
 
 HELD_BATCHES_KEY = "batch"
+YARN_ID = re.compile(r"application_\d+_\d+")
 RUNTIME_PREFIX = "beam-spark-runtime-"
 LOG_TAIL_LINES = 40
 
@@ -318,10 +321,10 @@ def _submit(args, cfg: dict) -> int:
     from pipelines.tokenize import driver, graph
     from runners.spark_jar import PipelineJarRunner
 
-    client = None
+    client = asks = None
 
     def check(options) -> None:  # before anything is locked or written
-        nonlocal client
+        nonlocal client, asks
         _refuse_relative_paths(options)
         if opts.flags(options).plan_only:
             return
@@ -330,9 +333,14 @@ def _submit(args, cfg: dict) -> int:
             client.check_credentials()  # a missing credential fails now, not after the build
         if cfg["kind"] == "spark":
             spark_submit_env(cfg)  # so does a YARN master without its cluster's configuration
+        # who says whether the run an output's detached hold names has ended: the batch API, or
+        # for spark-submit to YARN the ResourceManager (an application outlives a launcher
+        # stopped in cluster mode)
+        asks = client if client is not None or args.no_submit or cfg["master"] != "yarn" \
+            else client_for(cfg)
 
     def ended(hold: dict) -> bool:
-        return client is not None and _ended_on(client)(hold)
+        return asks is not None and _ended_on(asks)(hold)
 
     tokenize_args = _tokenize_argv(list(args.tokenize)) + (["--dry-run"] if args.dry_run else [])
     with driver.prepare(tokenize_args + worker_options(cfg), beam_free=False, check=check,
@@ -424,7 +432,8 @@ def _ended_on(client):
     ended on this cluster (or the cluster no longer knows it)."""
     def ended(hold: dict) -> bool:
         batch = hold.get(HELD_BATCHES_KEY)
-        if hold.get("cluster") != client.url or batch is None:
+        # a YARN hold names one of the cluster's ResourceManagers (an HA pair has two)
+        if hold.get("cluster") not in getattr(client, "urls", [client.url]) or batch is None:
             return False
         try:
             return client.state(str(batch)) in LIVY_TERMINAL
@@ -506,8 +515,12 @@ def _yarn_recorder(args, cfg: dict, *, output: str, run_id: str):
     if cfg["master"] != "yarn":
         return None
 
+    # the hold names the ResourceManager, as a Livy batch's names its Livy: a later submit
+    # asks it whether the application has ended (_ended_on)
+    cluster = resourcemanager_urls(spark_submit_env(cfg)["HADOOP_CONF_DIR"])[0]
+
     def record(app: str) -> None:
-        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": "yarn",
+        output_lock.hold_detached(output, run_id, {"runner": cfg["kind"], "cluster": cluster,
                                                    HELD_BATCHES_KEY: app})
         print(f"submitted application {app} to YARN; from another shell: python -m "
               f"runners.spark status --config {args.config} {app} [--wait] (logs: ... logs; "
@@ -650,6 +663,10 @@ def _main(argv) -> int:
                                       "'data/*.jsonl' --output out --tokenizer-type ...")
         args.work_dir = args.work_dir or default_work_dir()
         return _submit(args, cfg)
+    if cfg["kind"] == "spark" and cfg["master"] == "yarn" and not YARN_ID.fullmatch(args.batch):
+        raise rconfig.ConfigError(
+            f"{printable(args.batch)}: not a YARN application id (application_<cluster start>_"
+            "<number>, as submit printed it); a Livy batch id goes with spark_hdinsight.yaml")
     return {"status": _status, "cancel": _cancel, "logs": _logs}[args.command](args, cfg)
 
 

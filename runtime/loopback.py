@@ -7,7 +7,7 @@ artifact server all call ``add_insecure_port('[::]:0')``, i.e. listen on every i
 unauthenticated, although only processes on this host ever connect (to ``localhost:PORT``).
 :func:`install` makes ``grpc.server(...)`` return servers whose wildcard addresses are rewritten
 to 127.0.0.1; an explicit host is kept. Used by runners/local_runner.py (``--workers N``),
-runners/spark_jar.py and ``python -m runners.loopback`` (README "Network exposure").
+runners/spark_jar.py and ``python -m runners.loopback`` (docs/slurm-flink.md, "Network exposure").
 """
 
 from __future__ import annotations

@@ -52,6 +52,12 @@ RUNNER = "runners.local_runner.LocalRunner"
 _PR_SET_PDEATHSIG = 1
 
 
+def is_local_worker() -> bool:
+    """This process is a worker the local runner started (``--workers N``): it runs on the
+    driver's machine, in the driver's environment."""
+    return bool(os.environ.get(NOTES_ENV))
+
+
 def mark_driver() -> None:
     """Called in the driver: workers started from now on know whom to die with."""
     os.environ[DRIVER_ENV] = str(os.getpid())

@@ -5,11 +5,14 @@
 #                              runtime jar; no local Spark, Livy or YARN (scripts/runtime.d/spark.sh)
 #   scripts/setup.sh --flink   also what a Flink submission needs (runners.slurm, runners.flink):
 #                              a Flink distribution and Beam's Flink job-server jar (runtime.d/flink.sh)
-#   scripts/setup.sh --test    also the real services the tests start (each block below)
-# Everything lands in .venv/ and .cache/ inside the checkout; re-running skips what is there.
+#   scripts/setup.sh --test    also the real services the tests start (scripts/setup.d/*.sh)
+# Everything lands in .venv/ and .cache/ inside the checkout (except what apt installs when
+# missing: Java 17 and Maven for --spark/--flink, the test services' packages for --test; and
+# Maven's downloads, in ~/.m2); re-running skips what is there.
 # Each step says what it installs and about how long it takes, then how long it took; a long
 # step prints a line every SETUP_HEARTBEAT_S seconds (default 15) with what it is doing.
 set -euo pipefail
+SELF=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 CACHE=$ROOT/.cache
@@ -100,7 +103,16 @@ runtime() {
   say "the $name runtime is ready in .cache/ ($((SECONDS - t0)) s)"
 }
 
+usage() {  # the options, from this file's header
+  sed -n '2,/^set -euo/p' "$SELF" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+if [ "$#" -gt 1 ]; then
+  echo "setup: one option at a time (got: $*): run it once per option, e.g." \
+       "bash scripts/setup.sh --spark, then bash scripts/setup.sh --flink" >&2
+  exit 2
+fi
 case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
   "" | --test) python_env ;;
   --spark)
     python_env quiet
@@ -111,7 +123,7 @@ case "${1:-}" in
     runtime flink "a Flink 1.19 distribution and Beam's Flink job-server jar" 3
     exit 0 ;;
   *) echo "setup: unknown option $1: give none (the Python environment), --spark, --flink or" \
-          "--test" >&2
+          "--test (--help says what each installs)" >&2
      exit 2 ;;
 esac
 [ "${1:-}" = "--test" ] || exit 0

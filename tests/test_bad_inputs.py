@@ -181,7 +181,9 @@ def test_dry_run_lists_a_truncated_parquet_file(hf_tokenizer, tmp_path, capfd):
     assert _run([inp], tmp_path / "out", hf_tokenizer, "--dry-run") == 0
     captured = capfd.readouterr()
     assert "Traceback" not in captured.err
-    assert "unreadable:" in captured.out and "2 shards to write" in captured.out
+    assert "unreadable:" in captured.out
+    # the run fails its shard (exit 1): the plan says so, not "write"
+    assert "    fail  bad_" in captured.out and "1 shards to write, 1 to fail" in captured.out
 
 
 def test_literal_path_with_brackets(hf_tokenizer, tmp_path, capfd):

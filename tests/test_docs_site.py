@@ -157,3 +157,82 @@ def test_strict_build_fails_on_a_broken_anchor(tmp_path: Path) -> None:
     assert done.returncode != 0, output[-4000:]
     for what in ("#no-such-anchor", "no-such-page.md", "orphan.md"):
         assert what in output, output[-4000:]
+
+
+# --- each page reads on its own (issue 26: the pages were README sections) ----------------------
+
+_DANGLING = re.compile(r'"[^"\n]+"\s+(?:above|below)\b|\bthis section\b')
+
+
+def page_problems(name: str, markdown: str) -> list[str]:
+    """What makes a docs page read as a fragment of a longer README: no title of its own (the
+    first heading is not the page's one ``#`` heading), or a cross-reference in quotes to a
+    section "above" or "below" (or "this section") where a link would reach it."""
+    problems, in_fence, levels = [], False, []
+    for line in markdown.splitlines():
+        if _FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        heading = re.match(r"^(#{1,6})\s", line)
+        if heading:
+            levels.append(len(heading.group(1)))
+        for found in _DANGLING.findall(line):
+            problems.append(f"{name}: {found!r}: link to the section instead")
+    if not levels or levels[0] != 1 or levels.count(1) != 1:
+        problems.insert(0, f"{name}: the page's title must be its first heading and its only "
+                           f"`#` heading (headings: {levels or 'none'})")
+    return problems
+
+
+def test_page_problems() -> None:
+    assert page_problems("a.md", "# A\n\ntext, see [B](#b).\n\n## B\n") == []
+    assert page_problems("a.md", "## A\n\nas \"Shard names\" above says; in this section\n") == [
+        "a.md: the page's title must be its first heading and its only `#` heading "
+        "(headings: [2])",
+        "a.md: '\"Shard names\" above': link to the section instead",
+        "a.md: 'this section': link to the section instead"]
+    assert page_problems("a.md", "# A\n```sh\n# a comment, \"x\" below\n```\n") == []
+
+
+def test_every_page_reads_on_its_own() -> None:
+    problems = [p for page in sorted(DOCS.rglob("*.md"))
+                for p in page_problems(page.relative_to(REPO).as_posix(),
+                                       page.read_text(encoding="utf-8"))]
+    assert not problems, "\n".join(problems)
+
+
+# Where the code, configs and tests name a README section ('README "Shard names"', 'README,
+# Memory'): since issue 26 most sections live in docs/, so each such name must still be one of
+# the README's headings.
+_README_REF = re.compile(r"""README(?:\.md)?(?:'s)?[,:]?\s+(?:section\s+)?(?:"([^"\n]+)"|"""
+                         r"""([A-Z][\w ]*?|[a-z][\w ]*?section)(?=[),:;.]))""")
+
+
+def readme_section_refs(text: str) -> list[str]:
+    return [quoted or bare for quoted, bare in _README_REF.findall(text)]
+
+
+def test_readme_section_refs() -> None:
+    assert readme_section_refs('x (README: "Shard names") y README, Memory), README "A b"') == [
+        "Shard names", "Memory", "A b"]
+    assert readme_section_refs("(README, sentence section): README.md, section \"N e\"") == [
+        "sentence section", "N e"]
+    assert readme_section_refs("the README's test command; README.md there: commands") == []
+
+
+def test_references_to_readme_sections_exist() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    headings = {m.strip() for m in re.findall(r"^#{1,6}\s+(.*)$", readme, re.M)}
+    files = subprocess.run(["git", "ls-files", "*.py", "*.sh", "*.yaml", "*.yml", "*.md"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    problems = []
+    for name in files:
+        if name in ("tests/test_docs_site.py", "README.md") or not (REPO / name).is_file():
+            continue
+        for section in readme_section_refs((REPO / name).read_text(encoding="utf-8")):
+            if section not in headings:
+                problems.append(f"{name}: README section {section!r} is not in README.md "
+                                f"(it moved to docs/: name the page)")
+    assert not problems, "\n".join(problems)

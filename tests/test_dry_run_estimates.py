@@ -146,3 +146,37 @@ def test_a_file_read_whole_is_counted_exactly(records, hf_tokenizer, tmp_path, c
     assert line.group(3) is None and line.group(5) == "0", said
     assert _number(line.group(2)) == done["documents"], (done, said)
     assert _number(total.group(3)) == done["tokens"] == _number(total.group(4)), (done, said)
+
+
+def test_unreadable_inputs_are_planned_to_fail_not_to_be_written(records, hf_tokenizer,
+                                                                 tmp_path, capsys):
+    """A compressed input of which nothing decompresses fails its shards in the run (exit 1);
+    the dry run said "write" for it (issue 26's leftover), also for such a file beyond the few
+    the estimates sample. Empty compressed files are empty, not unreadable."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    _write(folder, "jsonl", _shuffled(records)[:40])
+    (folder / "bad.jsonl.zst").write_bytes(b"not zstd at all")
+    for k in range(4):   # more than the estimates sample per format (SAMPLE_FILES)
+        (folder / f"g{k}.jsonl.gz").write_bytes(gzip.compress(b'{"text": "x"}\n'))
+    (folder / "g4.jsonl.gz").write_bytes(b"\x1f\x8b not gzip past its magic")
+    (folder / "empty.jsonl.gz").write_bytes(gzip.compress(b""))
+    (folder / "zero.jsonl.zst").write_bytes(b"")   # not even a header: the run fails it
+    (folder / "nothing.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b""))
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert _run(folder, out, hf_tokenizer, "--dry-run") == 0
+    said = capsys.readouterr().out
+    actions = {stem: act for act, stem in
+               re.findall(r"^    (write|fail|skip) +(\w+?)_text_", said, re.M)}
+    assert actions == {"corpus": "write", "bad": "fail", "g0": "write", "g1": "write",
+                       "g2": "write", "g3": "write", "g4": "fail", "empty": "write",
+                       "nothing": "write", "zero": "fail"}, said
+    assert "unreadable: " in said and "nothing decompresses" in said
+    assert re.search(r"^plan: 7 shards to write, 3 to fail \(their inputs are unreadable", said,
+                     re.M), said
+    # the run fails exactly those
+    assert _run(folder, out, hf_tokenizer) == 1
+    failed = capsys.readouterr().err
+    assert all(f"{s}_text_document" in failed for s in ("bad", "g4", "zero")), failed
+    assert not any(f"{s}_text_document" in failed for s in ("corpus", "g0", "empty"))

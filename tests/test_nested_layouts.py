@@ -1,6 +1,6 @@
 """Real corpus layouts, end to end (issue 24 part 3): FineWeb's dumps (``CC-MAIN-*/000_00000.parquet``)
 and dolma's sources (``documents/<source>/0000.json.gz``) repeat file names in their folders.
-A run over them gives distinct, documented names (README "Shard names"), shards byte-identical to
+A run over them gives distinct, documented names (docs/usage.md "Shard names"), shards byte-identical to
 Megatron over each file alone, a rerun that skips every shard, and, with ``--output-layout
 mirror``, shards in the input's folders that the loader, validate, count, inspect and merge
 find (holdout shards too)."""

@@ -150,6 +150,7 @@ for a in "$@"; do
     -DoutputDirectory=*) copy_to=${a#-DoutputDirectory=} ;;
   esac
 done
+printf '\033[0m\033[0mmaven says this\n'   # Maven -q -B still writes terminal resets
 sleep 1.5
 if [ -n "$artifact" ]; then
   name=$(echo "$artifact" | cut -d: -f2) version=$(echo "$artifact" | cut -d: -f3)
@@ -194,6 +195,9 @@ def test_spark_builds_only_the_runtime_jar_with_progress_then_says_up_to_date(ru
                "~1-2 min" in line for line in lines), lines
     assert any(line.startswith("setup:   ... spark runtime: ") for line in lines), lines
     assert lines[-1].startswith("setup: the spark runtime is ready in .cache/ (")
+    # Maven's own output is in a log, not among the progress lines
+    assert "maven says this" not in proc.stdout + proc.stderr and "\033" not in proc.stdout
+    assert "maven says this" in (root / ".cache" / "jars" / "spark-build.log").read_text()
     jar = root / ".cache" / "jars" / "spark-job-server.jar"
     assert jar.is_symlink() and jar.resolve().is_file()
     # a user's submission needs no local Spark, Livy, YARN, Flink or SLURM
@@ -230,4 +234,22 @@ def test_an_unknown_option_says_which_there_are(checkout):
     proc = _setup(checkout, "--sprak")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip() == ("setup: unknown option --sprak: give none (the Python "
-                                   "environment), --spark, --flink or --test")
+                                   "environment), --spark, --flink or --test (--help says what "
+                                   "each installs)")
+
+
+def test_help_says_what_each_option_installs(checkout):
+    proc = _setup(checkout, "--help")
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert not (checkout / ".venv" / "pip-calls").exists()
+    for option in ("--spark", "--flink", "--test"):
+        assert f"scripts/setup.sh {option}" in proc.stdout
+    assert "#" not in proc.stdout and "set -euo" not in proc.stdout
+
+
+def test_two_options_are_refused_in_one_line(checkout):
+    """`--spark --flink` used to set up Spark alone and exit 0, the second option dropped."""
+    proc = _setup(checkout, "--spark", "--flink")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "one option at a time" in proc.stderr
+    assert not (checkout / ".venv" / "pip-calls").exists()

@@ -210,6 +210,7 @@ def configure_from_options(options: Mapping[str, Any] | None = None, *,
         raise AzurePathError(f"--azure-auth {forced}: choose auto, " + ", ".join(METHODS))
     block_mb = _option(options, "azure_block_size_mb")
     with STATE.lock:
+        STATE.submitting = True   # the flags reach this process (state.py: on_worker)
         if any(options.get(k) for k in ("azure_sas_token", "azure_account_key",
                                          "azure_connection_string", "azure_auth")):
             STATE.resolved.clear()   # new credentials: earlier choices no longer hold

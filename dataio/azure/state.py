@@ -25,6 +25,7 @@ from typing import Any
 
 from runtime import log
 from runtime import redact as redactor
+from runtime import workers
 
 METHODS = ("sas", "account-key", "connection-string", "default")
 SECRETS_ENV = "TOKENBEAM_AZURE_SECRETS"
@@ -114,8 +115,12 @@ class AzureState:
         self.credentials: dict[str | None, tuple[Any, Any]] = {}   # client id -> (aio, sync)
         self.hns: dict[str, bool] = {}              # account -> hierarchical namespace
         self.block_from_url: dict[str, bool] = {}   # account -> has Put Block From URL
-        # a worker (configure_worker ran): the submitting command's flags do not reach it
+        # a worker (configure_worker ran) away from the submitting command: its flags and
+        # `az login` do not reach it. Not so in the command's own process (DirectRunner runs
+        # the DoFns in it: configure_from_options set ``submitting``) nor in the local workers
+        # it starts (--workers N: they inherit its environment, runtime/workers.py).
         self.on_worker = False
+        self.submitting = False
 
     def __reduce__(self):
         raise TypeError("Azure secrets are process-local and must not be pickled")
@@ -163,7 +168,7 @@ def configure_worker(plan: AzurePlan | None = None) -> None:
     """On a worker (``DoFn.setup``): adopt the driver's plan; secrets come from the
     environment. Cheap and idempotent; paths resolve lazily on first use."""
     with STATE.lock:
-        STATE.on_worker = True
+        STATE.on_worker = not (STATE.submitting or workers.is_local_worker())
         if plan is not None and STATE.plan != plan:
             STATE.install_plan(plan)
         STATE.load_environment()

@@ -229,9 +229,12 @@ def estimate_file(f: readers.InputFile, keys, tokenizer, *, eod: bool) -> tuple[
                                            ) from exc
     scale, scale_se, how = float(f.size), 0.0, ""
     if f.format != "jsonl":
+        broken = unreadable(f)
+        if broken:
+            raise readers.CorruptFileError(broken)
         ratio, scale_se, how = _ratio(f)
         if not ratio:
-            raise NoSample(f"nothing could be decompressed: not a readable {f.format} file")
+            raise NoSample("no documents in the sample")
         scale = f.size * ratio
     chunks, what = _jsonl_sample(f, keys, tokenizer, eod=eod)
     if not chunks.rows:
@@ -286,6 +289,25 @@ def chosen(files: list[readers.InputFile]) -> set[str]:
         k = min(SAMPLE_FILES, n)
         picked |= {of_format[round(i * (n - 1) / max(k - 1, 1))].path for i in range(k)}
     return picked
+
+
+def unreadable(f: readers.InputFile) -> str:
+    """Why the run cannot read ``f`` at all, found cheaply ("" when nothing is found): what
+    discovery found wrong with it, or a compressed file of which not one byte decompresses
+    (the run's reader fails its shards). A file damaged further in is found by the run only."""
+    if f.error:
+        return f.error
+    if f.format in ("jsonl.gz", "jsonl.zst") and not f.size:
+        return f"{f.path}: an empty file, not even a {f.format} header (leave it out)"
+    if f.format in ("jsonl.gz", "jsonl.zst"):
+        points = sampling.decompressed_sizes(f.path, f.format, stored=1 << 16, step=1 << 16,
+                                            most=1)
+        if not points or not points[-1][1]:
+            empty = bool(points) and points[-1][0] >= f.size
+            if not empty:   # a whole stream read to its end with no text in it is empty
+                return (f"{f.path}: nothing decompresses: not a {f.format} file, or damaged "
+                        "from its start (re-copy it or leave it out)")
+    return ""
 
 
 def bad_records(input_file: readers.InputFile, keys) -> str:

@@ -159,7 +159,7 @@ def _resume_payload(input_file: readers.InputFile, tokenizer: dict, settings: di
                "settings": settings}
     if content is not None:
         # Only when hashed: with --no-verify-inputs the key is exactly the one before the flag
-        # existed, so outputs committed then are still skipped (README: upgrading).
+        # existed, so outputs committed then are still skipped (docs/usage.md, `--no-verify-inputs`).
         payload["content"] = content
     return payload
 
@@ -406,13 +406,19 @@ def print_plan(job: Job, out=None) -> None:
     todo = [shards[0].input for shards in by_stem if not shards[0].skip]
     estimates, sampled, total = estimate.estimate_files(todo, job.config.keys, tokenizer,
                                                         eod=job.config.append_eod)
+    failing = 0
     for shards in by_stem:
         f = shards[0].input
         found = estimates.get(f.path, "") if not shards[0].skip else ""
         try:
+            broken = estimate.unreadable(f) if not shards[0].skip else ""
+            if broken:   # also a file beyond the sample the estimates read
+                raise readers.CorruptFileError(broken)
             bad_note = estimate.bad_records(f, job.config.keys) if not shards[0].skip else ""
         except readers.CorruptFileError as exc:
             found, bad_note = f"unreadable: {exc}", ""
+        # the run fails the shards of a file it cannot read (exit 1), as it says
+        fails = isinstance(found, str) and found.startswith("unreadable: ")
         line = found.line() if isinstance(found, estimate.Estimate) else found
         print(f"  {shown(f.path)}  {f.size / MB:.2f} MB  {line}", file=out)
         if f.path in sampled:
@@ -421,7 +427,8 @@ def print_plan(job: Job, out=None) -> None:
             print(f"    bad records: {shown(bad_note)}", file=out)
             _LOG.warning("%s: %s", _redact(f.path), _redact(bad_note))
         for s in shards:
-            action = "skip" if s.skip else "write"
+            action = "skip" if s.skip else "fail" if fails else "write"
+            failing += action == "fail"
             # a shard it skips is shown as committed: its name carries the recorded counts
             record = manifest.read_commit_record(job.output, s.shard) if s.skip else None
             name = (record or {}).get("name") or (f"{s.shard}_dc=?_sc=?_tc=?"
@@ -435,7 +442,9 @@ def print_plan(job: Job, out=None) -> None:
     items = job.items()
     kept = reused_items(items, job.stem_plans(items, parts.done_items(job.output)))
     kept_line = f" ({kept} finished by an earlier run, reused)" if kept else ""
-    print(f"plan: {todo} shards to write, {len(job.shards) - todo} to skip, "
+    fail_line = (f", {failing} to fail (their inputs are unreadable: re-copy them or leave "
+                 "them out)") if failing else ""
+    print(f"plan: {todo - failing} shards to write{fail_line}, {len(job.shards) - todo} to skip, "
           f"{len(items)} work items{kept_line}{workers_line}; nothing written (--dry-run)",
           file=out)
 

@@ -18,11 +18,15 @@
 #   ENV_PATH  where the environment goes (default /usr/local/tokenbeam/venv); put the same
 #             path in runners/spark_hdinsight.yaml as python_env.
 # Environment (all optional):
-#   TOKENBEAM_PYTHON       the interpreter to create the venv with (checked: Python 3.11+ with
-#                          venv); without it the first of python3.13, python3.12, python3.11,
-#                          python3 on PATH that is 3.11+ with venv and ensurepip
+#   TOKENBEAM_PYTHON_VERSION  the Python 3.N of the machine you submit from (default 3.11, the
+#                          README's): the nodes must run the same 3.N, since the pipeline's code
+#                          is pickled there (cloudpickle) and unpickled here, and bytecode is
+#                          not portable between Python versions; 3.11 or later
+#   TOKENBEAM_PYTHON       the interpreter to create the venv with (checked: that version, with
+#                          venv); without it python3.N, else python3 when it is 3.N, from PATH,
+#                          with venv and ensurepip
 #   TOKENBEAM_CONDA        conda used when no such Python is found (default: the cluster's
-#                          Anaconda, /usr/bin/anaconda/bin/conda): a conda env with Python 3.11
+#                          Anaconda, /usr/bin/anaconda/bin/conda): a conda env with Python 3.N
 #   TOKENBEAM_PIP_OPTIONS  extra pip options (an index URL, --no-index --find-links ...)
 # Without any of them the script fails with one line saying what it tried.
 set -euo pipefail
@@ -33,21 +37,23 @@ CONDA=${TOKENBEAM_CONDA:-/usr/bin/anaconda/bin/conda}
 
 log() { echo "tokenbeam script action: $*"; }
 
-MIN_MINOR=11   # Python 3.11+
 fail() { log "$*" >&2; exit 1; }
+WANT=${TOKENBEAM_PYTHON_VERSION:-3.11}   # the submitting machine's Python 3.N
+case "$WANT" in
+  3.1[1-9] | 3.[2-9][0-9]) ;;
+  *) fail "TOKENBEAM_PYTHON_VERSION=$WANT: give the submitting machine's Python as 3.N" \
+          "(3.11 or later), e.g. 3.11" ;;
+esac
 
 # version_of PYTHON: its "3.N" (empty when it does not run)
 version_of() {
   "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
 }
 
-# usable PYTHON: 3.11+ and able to create a venv with pip (Debian's python3 lacks ensurepip
-# until python3-venv is installed)
+# usable PYTHON: Python $WANT and able to create a venv with pip (Debian's python3 lacks
+# ensurepip until python3-venv is installed)
 usable() {
-  local version
-  version=$(version_of "$1")
-  [ "${version%%.*}" = 3 ] && [ "${version#*.}" -ge "$MIN_MINOR" ] 2>/dev/null \
-    && "$1" -c 'import venv, ensurepip' >/dev/null 2>&1
+  [ "$(version_of "$1")" = "$WANT" ] && "$1" -c 'import venv, ensurepip' >/dev/null 2>&1
 }
 
 # pick_python: sets $python to the interpreter to use, or leaves it empty and $tried saying
@@ -60,11 +66,12 @@ pick_python() {
     [ -n "$path" ] || fail "TOKENBEAM_PYTHON=$TOKENBEAM_PYTHON: no such interpreter"
     usable "$path" || fail "TOKENBEAM_PYTHON=$TOKENBEAM_PYTHON is Python" \
       "$(version_of "$path" | grep . || echo "of no known version")," \
-      "not 3.$MIN_MINOR+ with venv: point it at a Python 3.$MIN_MINOR+ (with its venv module)"
+      "not $WANT with venv: point it at a Python $WANT (with its venv module), the" \
+      "submitting machine's (or set TOKENBEAM_PYTHON_VERSION to that machine's 3.N)"
     python=$path
     return 0
   fi
-  for candidate in python3.13 python3.12 python3.11 python3; do
+  for candidate in "python$WANT" python3; do
     path=$(command -v "$candidate" || true)
     [ -n "$path" ] || continue
     if usable "$path"; then python=$path; return 0; fi
@@ -74,9 +81,9 @@ pick_python() {
 
 if [ -x "$ENV_PATH/bin/python" ]; then
   version=$(version_of "$ENV_PATH/bin/python")
-  if [ "${version%%.*}" != 3 ] || [ "${version#*.}" -lt "$MIN_MINOR" ] 2>/dev/null; then
-    fail "$ENV_PATH holds Python ${version:-of no known version}; tokenbeam needs" \
-      "3.$MIN_MINOR+: remove $ENV_PATH (or give another ENV_PATH) and run this again"
+  if [ "$version" != "$WANT" ]; then
+    fail "$ENV_PATH holds Python ${version:-of no known version}; the nodes need $WANT, the" \
+      "submitting machine's: remove $ENV_PATH (or give another ENV_PATH) and run this again"
   fi
 else
   pick_python
@@ -84,12 +91,12 @@ else
     log "creating a venv at $ENV_PATH with $python (Python $(version_of "$python"))"
     "$python" -m venv "$ENV_PATH"
   elif [ -x "$CONDA" ]; then
-    log "no Python 3.$MIN_MINOR+ on PATH (${tried:-none}); creating a conda environment" \
-      "(Python 3.11) at $ENV_PATH with $CONDA"
-    "$CONDA" create --yes --quiet --prefix "$ENV_PATH" python=3.11 pip
+    log "no Python $WANT on PATH (${tried:-none}); creating a conda environment" \
+      "(Python $WANT) at $ENV_PATH with $CONDA"
+    "$CONDA" create --yes --quiet --prefix "$ENV_PATH" "python=$WANT" pip
   else
-    fail "no Python 3.$MIN_MINOR+ with venv on PATH (${tried:-no python3 at all}) and no conda" \
-      "at $CONDA: set TOKENBEAM_PYTHON to a Python 3.$MIN_MINOR+, or TOKENBEAM_CONDA to a conda"
+    fail "no Python $WANT with venv on PATH (${tried:-no python3 at all}) and no conda" \
+      "at $CONDA: set TOKENBEAM_PYTHON to a Python $WANT, or TOKENBEAM_CONDA to a conda"
   fi
 fi
 

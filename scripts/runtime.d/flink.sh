@@ -72,8 +72,14 @@ job_server_jar() {
   local build=$dest/build
   rm -rf "$build" && mkdir -p "$build"
   cp "$ROOT/runners/templates/job-server-pom.xml" "$build/pom.xml"
-  (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BUILD_BEAM" -Dflink.minor="$FLINK_MINOR" \
-      -Djobservice.version="$BUILD_JOBSERVICE" -Dout.dir="$dest" -Dout.name="${built%.jar}")
+  local log=$dest/flink-build.log   # Maven's output, shown only when the build fails
+  if ! (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BUILD_BEAM" \
+      -Dflink.minor="$FLINK_MINOR" -Djobservice.version="$BUILD_JOBSERVICE" -Dout.dir="$dest" \
+      -Dout.name="${built%.jar}") >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "flink: building $built failed (Maven's output above; all of it in $log)" >&2
+    exit 1
+  fi
   rm -rf "$build"
   [ -s "$dest/$built" ] || { echo "building $built failed" >&2; exit 1; }
   ln -sfn "$built" "$link"

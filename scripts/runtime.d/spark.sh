@@ -25,9 +25,16 @@ if [ ! -s "$dest/$name" ]; then
   build=$CACHE/jars/spark-build
   rm -rf "$build" && mkdir -p "$build"
   cp "$ROOT/runners/templates/spark-job-server-pom.xml" "$build/pom.xml"
-  (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BEAM_RUNNER" \
+  # Maven's own output (and the terminal codes it prints even in batch mode) goes to a log,
+  # shown only when the build fails
+  log=$dest/spark-build.log
+  if ! (cd "$build" && mvn -q -B -Dstyle.color=never package -Dbeam.version="$BEAM_RUNNER" \
       -Djobservice.version="$JOB_SERVICE" -Dout.dir="$dest" -Dout.name="${name%.jar}") \
-    || { echo "spark: building $name failed (see the Maven output above)" >&2; exit 1; }
+      >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "spark: building $name failed (Maven's output above; all of it in $log)" >&2
+    exit 1
+  fi
   rm -rf "$build"
 fi
 [ -s "$dest/$name" ] || { echo "spark: $dest/$name is missing" >&2; exit 1; }

@@ -146,3 +146,28 @@ def test_on_a_worker_a_rejected_sas_names_the_workers_environment_not_a_flag(mon
         "azure.core.exceptions.HttpResponseError", "This request is not authorized.",
         "AuthorizationPermissionMismatch"))
     assert "to the workers (their managed identity's role, or their environment)" in message
+
+
+def test_only_a_process_away_from_the_command_is_a_worker_for_messages(monkeypatch):
+    """The worker wording ("flags and `az login` on the submitting machine do not reach it")
+    is for Spark executors and TaskManagers' SDK workers. The DirectRunner runs the DoFns in the
+    command's own process, and --workers N's local workers inherit its environment: there the
+    flags did reach, and the flags are the fix. The command's process used to turn into a
+    "worker" as soon as a DoFn set up in it, so that its own later failures (metadata.json)
+    named the nodes' managed identity instead of its flags."""
+    from dataio import azure
+    from dataio.azure.state import STATE, configure_worker
+    from runtime import workers
+
+    monkeypatch.delenv(workers.NOTES_ENV, raising=False)
+    configure_worker()
+    assert STATE.on_worker                      # an executor on a cluster node
+    azure.reset()
+    monkeypatch.setenv(workers.NOTES_ENV, "/tmp/notes")
+    configure_worker()
+    assert not STATE.on_worker                  # a local worker (runners/local_runner.py)
+    azure.reset()
+    monkeypatch.delenv(workers.NOTES_ENV)
+    azure.configure_from_options({"azure_account_name": "acct"}, paths=[], check=False)
+    configure_worker()
+    assert not STATE.on_worker                  # the command's own process

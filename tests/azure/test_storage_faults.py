@@ -107,7 +107,7 @@ def test_paused_run_that_lost_its_lease_commits_nothing_more(azurite, container,
                TOKENBEAM_FAULT="sink.before_commit_record:1", TOKENBEAM_FAULT_SIGNAL="STOP",
                TOKENBEAM_FAULT_COUNTER=str(tmp_path / "hits"))
     # With two workers the hook freezes both; the other one must not be frozen inside the
-    # window a lease cannot close (between its renewal and the record's write, README "Storage
+    # window a lease cannot close (between its renewal and the record's write, docs/azure.md "Storage
     # faults mid-run"), which a second shard's commit could be: one input, one shard.
     inputs = corpus_dir / "c0_web.jsonl" if workers else corpus_dir
     a = _start_paused([sys.executable, "-m", "pipelines.tokenize",

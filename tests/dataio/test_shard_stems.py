@@ -1,4 +1,4 @@
-"""Shard names of nested corpora (issue 24 part 3; README "Shard names"): discovery.discover names
+"""Shard names of nested corpora (issue 24 part 3; docs/usage.md "Shard names"): discovery.discover names
 each input from its path below the input root where names repeat (FineWeb's dumps, dolma's
 sources), keeps every other name as it always was, refuses what would still collide, and reads
 a folder recursively. Discovery stats files only: the inputs here are empty."""

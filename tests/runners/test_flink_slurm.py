@@ -259,7 +259,7 @@ def test_job_on_azurite_matches_direct_runner_with_no_secret_in_it(
 
 
 # Sockets the cluster needs that cannot be bound to loopback, by the role of the process that
-# opens them; README.md, section "Network exposure", lists each with its reason (keep the two in
+# opens them; docs/slurm-flink.md, section "Network exposure", lists each with its reason (keep the two in
 # step). Anything else a job process listens on must be bound to 127.0.0.1 / ::1 (in this test
 # the node address is 127.0.0.1, so Flink's own ports, bound to the node address, count too).
 DOCUMENTED_WILDCARD_ROLES = {
@@ -302,7 +302,7 @@ def _short(cmdline: str) -> str:
 def test_job_listens_only_on_loopback(launch, slurm_cluster, corpus_dir, hf_tokenizer,
                                       tmp_path):
     """While a job runs, every TCP socket a process of the job listens on is bound to the
-    loopback address, or is one README.md ("Network exposure") says the cluster needs."""
+    loopback address, or is one docs/slurm-flink.md ("Network exposure") says the cluster needs."""
     if shutil.which("ss") is None:
         pytest.skip("ss not found (iproute2; scripts/setup.sh --test installs it)")
     out = tmp_path / "out"

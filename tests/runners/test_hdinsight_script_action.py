@@ -1,6 +1,7 @@
-"""runners/templates/hdinsight-script-action.sh picks its Python robustly (issue 26 item 6): an
-explicit TOKENBEAM_PYTHON, else the first Python 3.11+ with venv among python3.13 ... python3 on
-PATH, else conda, else one line saying what it tried. Run with bash on PATHs of stub
+"""runners/templates/hdinsight-script-action.sh picks its Python robustly (issue 26 item 6): the
+submitting machine's Python 3.N (TOKENBEAM_PYTHON_VERSION, default 3.11: the pipeline's pickled
+code runs only under the Python that pickled it), as an explicit TOKENBEAM_PYTHON, else
+python3.N or python3 on PATH with venv, else conda, else one line saying what it tried. Run with bash on PATHs of stub
 interpreters (each answers its version and records what it is asked); nothing is installed."""
 
 from __future__ import annotations
@@ -72,13 +73,35 @@ def test_plain_python3_of_a_good_version_is_used(node):
     assert "ready: python_env: " in proc.stdout
 
 
-def test_an_old_python3_is_passed_over_for_a_newer_one(node):
+def test_the_submitting_machines_python_is_chosen_not_the_newest(node, tmp_path):
+    """The nodes' Python must be the submitter's 3.N: a newer one was taken first (python3.13,
+    python3.12, ...), and the pipeline's pickled lambdas do not load across versions."""
     make, run = node
-    make("python3", "3.8")
+    make("python3", "3.12")
     newer = make("python3.12", "3.12")
+    same = make("python3.11", "3.11")
     proc, used = run()
     assert proc.returncode == 0, proc.stderr
-    assert _venv_made_with(used) == [newer]
+    assert _venv_made_with(used) == [same]
+    shutil.rmtree(tmp_path / "env")
+    proc, used = run(TOKENBEAM_PYTHON_VERSION="3.12")
+    assert proc.returncode == 0, proc.stderr
+    assert _venv_made_with(used)[-1:] == [newer]
+
+
+def test_only_a_newer_python_fails_in_one_line(node):
+    make, run = node
+    python3 = make("python3", "3.12")
+    proc, used = run()
+    assert proc.returncode == 1 and not _venv_made_with(used)
+    assert proc.stderr.strip().splitlines() == [
+        f"tokenbeam script action: no Python 3.11 with venv on PATH ({python3} (3.12)) and no "
+        f"conda at {os.path.dirname(os.path.dirname(python3))}/no-conda: set TOKENBEAM_PYTHON "
+        "to a Python 3.11, or TOKENBEAM_CONDA to a conda"]
+    proc, _ = run(TOKENBEAM_PYTHON_VERSION="3")
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines() == [
+        "tokenbeam script action: TOKENBEAM_PYTHON_VERSION=3: give the submitting machine's "
+        "Python as 3.N (3.11 or later), e.g. 3.11"]
 
 
 def test_a_python_without_venv_support_is_passed_over(node):
@@ -108,8 +131,9 @@ def test_tokenbeam_python_too_old_fails_in_one_line(node, tmp_path):
     proc, used = run(TOKENBEAM_PYTHON=old)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        f"tokenbeam script action: TOKENBEAM_PYTHON={old} is Python 3.9, not 3.11+ with venv: "
-        "point it at a Python 3.11+ (with its venv module)"]
+        f"tokenbeam script action: TOKENBEAM_PYTHON={old} is Python 3.9, not 3.11 with venv: "
+        "point it at a Python 3.11 (with its venv module), the submitting machine's (or set "
+        "TOKENBEAM_PYTHON_VERSION to that machine's 3.N)"]
     assert not _venv_made_with(used)
 
 
@@ -120,8 +144,8 @@ def test_no_suitable_python_fails_in_one_line_naming_what_it_tried(node, tmp_pat
     assert proc.returncode == 1 and not _venv_made_with(used)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert f"no Python 3.11+ with venv on PATH ({python3} (3.8))" in lines[0]
-    assert "set TOKENBEAM_PYTHON to a Python 3.11+, or TOKENBEAM_CONDA to a conda" in lines[0]
+    assert f"no Python 3.11 with venv on PATH ({python3} (3.8))" in lines[0]
+    assert "set TOKENBEAM_PYTHON to a Python 3.11, or TOKENBEAM_CONDA to a conda" in lines[0]
 
 
 def test_conda_is_the_fallback(node, tmp_path):
@@ -135,7 +159,8 @@ def test_conda_is_the_fallback(node, tmp_path):
     conda.chmod(0o755)
     proc, used = run(TOKENBEAM_CONDA=str(conda))
     assert proc.returncode == 0, proc.stderr
-    assert any(line.startswith("conda create --yes --quiet --prefix ") for line in used)
+    assert any(line.startswith("conda create --yes --quiet --prefix ") and
+               line.endswith(" python=3.11 pip") for line in used), used
 
 
 def test_an_existing_environment_of_an_old_python_is_refused(node, tmp_path):
@@ -146,5 +171,6 @@ def test_an_existing_environment_of_an_old_python_is_refused(node, tmp_path):
     proc, _ = run()
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
-        f"tokenbeam script action: {tmp_path / 'env'} holds Python 3.8; tokenbeam needs 3.11+: "
-        f"remove {tmp_path / 'env'} (or give another ENV_PATH) and run this again")
+        f"tokenbeam script action: {tmp_path / 'env'} holds Python 3.8; the nodes need 3.11, "
+        f"the submitting machine's: remove {tmp_path / 'env'} (or give another ENV_PATH) and "
+        "run this again")

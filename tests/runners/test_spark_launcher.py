@@ -225,6 +225,9 @@ def test_cloud_configs_say_what_to_override_and_fit_a_small_cluster(name):
     with open(path, encoding="utf-8") as f:
         head = f.read().split("\nkind:")[0]
     assert "What you must override" in head and "scripts/setup.sh --spark" in head
+    # where the executors' Azure credential comes from (flags reach only the submitting machine)
+    assert "the executors read --input and commit the shards with the\n# nodes' own credential" \
+        in head and "spark.executorEnv.NAME" in head
     for key in ("staging_dir", "workspace" if name == "spark_synapse" else "livy_url"):
         assert f"#   {key}" in head
     cfg = _cfg(f"runners/{name}.yaml")

@@ -244,3 +244,61 @@ def test_the_application_id_is_read_from_spark_submits_log(tmp_path):
                 "application_1795667552109_0001\n")
     assert spark._yarn_application(str(log)) == "application_1795667552109_0001"
     assert spark._yarn_application(str(tmp_path / "none.log")) is None
+
+
+def test_a_later_submit_asks_yarn_whether_a_held_application_has_ended(tmp_path, capsys):
+    """The hold submit records for a YARN application names the ResourceManager, so that a
+    later submit asks it, as it asks Livy of a batch (a cluster-mode application outlives a
+    launcher stopped with Ctrl-C). The hold used to say ``"cluster": "yarn"``, which matched no
+    client: the output stayed refused after the application ended, until removed by hand."""
+    from argparse import Namespace
+
+    from dataio import lock as output_lock
+
+    (tmp_path / "yarn-site.xml").write_text(
+        "<configuration><property><name>yarn.resourcemanager.ha.enabled</name><value>true"
+        "</value></property><property><name>yarn.resourcemanager.ha.rm-ids</name><value>rm1,"
+        "rm2</value></property><property><name>yarn.resourcemanager.hostname.rm1</name><value>"
+        "hn0</value></property><property><name>yarn.resourcemanager.hostname.rm2</name><value>"
+        "hn1</value></property></configuration>")
+    cfg = _yarn_cfg(tmp_path, hadoop_conf_dir=str(tmp_path))
+    out = tmp_path / "out"
+    out.mkdir()
+    record = spark._yarn_recorder(Namespace(config="runners/spark.yaml"), cfg, output=str(out),
+                                  run_id="r1")
+    record("application_1795667552109_0001")
+    assert "submitted application application_1795667552109_0001" in capsys.readouterr().out
+    (hold,) = output_lock.detached_holds(str(out))
+    assert hold["cluster"] == "http://hn0:8088"
+
+    class Answers(spark_clients.YarnClient):   # what the ResourceManager says of the id
+        states: dict = {}
+
+        def state(self, app):
+            if app not in self.states:
+                raise spark_clients.BatchNotFound(app)
+            return self.states[app]
+
+    asks = Answers(cfg, env=spark.spark_submit_env(cfg))
+    ended = spark._ended_on(asks)
+    Answers.states = {"application_1795667552109_0001": "running"}
+    assert not ended(hold)
+    Answers.states = {"application_1795667552109_0001": "killed"}
+    assert ended(hold)
+    Answers.states = {}
+    assert ended(hold)      # the ResourceManager forgot it
+    asks.urls = ["http://elsewhere:8088"]
+    assert not ended(hold)  # another cluster's application: not ours to judge
+
+
+def test_a_yarn_command_given_no_application_id_says_so_in_one_line(tmp_path, capsys):
+    """status/logs/cancel on YARN take the id submit printed; a Livy batch number or a typo
+    used to go into the ResourceManager's URL (a 404 page, then the `yarn` CLI's words)."""
+    (tmp_path / "yarn-site.xml").write_text("<configuration/>")
+    for command in ("status", "logs", "cancel"):
+        status = spark.main([command, "--config", os.path.join(ROOT, "runners/spark.yaml"),
+                             "--set", "master=yarn", "--set", f"hadoop_conf_dir={tmp_path}",
+                             "7"])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith("error: 7: not a YARN application id (application_"), err

@@ -410,7 +410,7 @@ def test_explicit_splitters_are_kept(nltk_punkt, tmp_path, monkeypatch, nltk_dat
 
 def test_megatrons_nltk_data_branch_cannot_load_its_pickle_on_new_nltk(nltk_punkt, punkt_data,
                                                                        tmp_path, monkeypatch):
-    """What Megatron-LM core_v0.16.1 does under NLTK >= 3.9 (README, sentence section): with
+    """What Megatron-LM core_v0.16.1 does under NLTK >= 3.9 (docs/sentences.md): with
     NLTK_DATA set it loads ``file:$NLTK_DATA/tokenizers/punkt/<lang>.pickle``, which NLTK's
     restricted unpickler refuses; without it, ``nltk:tokenizers/punkt/<lang>.pickle`` is answered
     with the punkt_tab model (megatron_reference above, the tests' reference)."""

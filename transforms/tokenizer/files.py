@@ -11,8 +11,9 @@ Kinds are told by content, never by name alone: a protobuf ``ModelProto`` whose 
 a string (SentencePiece), a JSON object opening with tokenizers' keys (HuggingFace), a JSON
 object of token -> id (GPT-2 vocabulary), a JSON list of ``{rank, token_bytes}`` (Megatron's
 tiktoken vocabulary), lines of ``base64 rank`` (OpenAI's ``.tiktoken``), a ``#version`` line or
-pairs of symbols (GPT-2 merges), lines holding ``[UNK]`` (BERT WordPiece). Only the first 64 KiB
-of a file is read. Anything unreadable or unrecognised is None: the caller's own check speaks.
+pairs of symbols (GPT-2 merges), one token a line with ``[UNK]`` among them (BERT WordPiece,
+whose own puts it on line 101). Only the first 64 KiB of a file is read. Anything unreadable
+or unrecognised is None: the caller's own check speaks.
 """
 
 from __future__ import annotations
@@ -92,10 +93,15 @@ def kind_of_file(path: str) -> str | None:
         text = head.decode("utf-8")
     except UnicodeDecodeError:
         text = head[:-4].decode("utf-8", errors="ignore")  # a character cut at the end
-    lines = [line.strip() for line in text.splitlines()[:50] if line.strip()]
+    every = [line.strip() for line in text.splitlines()]
+    lines = [line for line in every[:50] if line]
     if lines and lines[0].startswith("#version"):
         return GPT2_MERGES
-    if "[UNK]" in lines or ("[PAD]" in lines and "[CLS]" in lines):
+    # a WordPiece vocabulary is one token a line; BERT's own puts [UNK] on line 101, after
+    # [PAD] and 99 [unusedN] lines: its special tokens are looked for in the whole head
+    specials = {line for line in every if line.startswith("[") and line.endswith("]")}
+    if all(" " not in line for line in lines) and (
+            "[UNK]" in specials or {"[PAD]", "[CLS]"} <= specials):
         return WORDPIECE
     if lines and all(_TIKTOKEN_LINE.match(line) for line in lines[:-1] or lines):
         return TIKTOKEN_BPE

@@ -73,7 +73,7 @@ def sentencepiece_cut_pattern(model_type: str) -> re.Pattern | None:
     that run from the start of the text, so a cut anywhere can change ids far from it (a 2 MB
     document cut into 1 MB pieces changed 38 of 691,699 ids). bpe/word/char: the whitespace
     and normaliser handling around a cut is not proven here. Whole texts cost memory (see
-    README, Memory), never correctness."""
+    docs/benchmarks.md, "Memory for huge documents"), never correctness."""
     del model_type  # every type says no today; the argument keeps the decision per model
     return None
 

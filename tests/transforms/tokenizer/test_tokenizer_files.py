@@ -43,6 +43,11 @@ def files(tmp_path_factory):
     shutil.copytree(both, damaged)
     (damaged / "tokenizer.json").write_bytes(b"\x00garbage")
     (root / "in.jsonl").write_text('{"text": "hello world"}\n')
+    # bert-base-uncased's vocab.txt layout: [PAD], 99 [unusedN], then [UNK] [CLS] [SEP] [MASK]
+    # at lines 101-104, then the word pieces
+    (root / "bert_vocab.txt").write_text("\n".join(
+        ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+         "!", "the", "##s", "hello", "world"]) + "\n")
     return root
 
 
@@ -52,6 +57,7 @@ def files(tmp_path_factory):
     (TIKTOKEN, tf.TIKTOKEN_JSON), (WORDPIECE, tf.WORDPIECE),
     ("gpt2/vocab.json", tf.GPT2_VOCAB), ("gpt2/merges.txt", tf.GPT2_MERGES),
     ("cl100k.tiktoken", tf.TIKTOKEN_BPE), ("in.jsonl", None), ("no-such-file", None),
+    ("bert_vocab.txt", tf.WORDPIECE),   # its [UNK] on line 101 (was read to line 50 only)
     (os.path.join(HF, "tokenizer_config.json"), None),
 ])
 def test_kind_of_file(files, path, kind):
@@ -123,6 +129,14 @@ def test_a_wordpiece_vocab_as_a_huggingface_model(files, capsys):
                 WORDPIECE)
     assert line.endswith(f"did you mean --tokenizer-type BertWordPieceLowerCase (or "
                          f"BertWordPieceCase) --vocab-file {WORDPIECE} --legacy-tokenizer?")
+
+
+def test_a_standard_bert_vocab_as_a_huggingface_model(files, capsys):
+    vocab = files / "bert_vocab.txt"
+    line = _run(files, capsys, "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model",
+                str(vocab))
+    assert line.endswith(f"did you mean --tokenizer-type BertWordPieceLowerCase (or "
+                         f"BertWordPieceCase) --vocab-file {vocab} --legacy-tokenizer?"), line
 
 
 @pytest.mark.parametrize("kind, given", [
