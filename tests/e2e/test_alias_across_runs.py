@@ -17,7 +17,7 @@ from pipelines import tokenize, validate
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RAW = b"".join(json.dumps({"text": f"document {i} " + "word " * (i % 30)}).encode() + b"\n"
                for i in range(60))
 

@@ -29,7 +29,7 @@ import megatron_live
 from dataio import indexed, naming
 from pipelines import blend
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLES = 5000
 SEQUENCE_LENGTH = 8
 

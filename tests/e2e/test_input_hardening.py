@@ -20,7 +20,7 @@ from pipelines import tokenize
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROWS = [{"text": f"document number {i} " + "word " * (i % 40)} for i in range(200)]
 RAW = b"".join(json.dumps(r).encode() + b"\n" for r in ROWS)
 

@@ -184,7 +184,7 @@ def test_a_job_run_with_relative_paths_is_decoded_from_another_folder(output, tm
 
 # --- a damaged tokenizer, or one that does not fit the dataset (issue 23 item 17, review) --------
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_tokenizers")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "megatron_tokenizers")
 
 
 def _one_error_line(proc, status):

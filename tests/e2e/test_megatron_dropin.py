@@ -22,7 +22,7 @@ import megatron_live
 
 pytestmark = pytest.mark.slow
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "data", "megatron_cli")
 sys.path.insert(0, FIXTURES)
 import make_inputs  # noqa: E402  (the fixtures' own script: the same inputs as Megatron's run)

@@ -15,7 +15,7 @@ from pipelines import tokenize
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_preprocess")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "megatron_preprocess")
 
 
 @pytest.mark.parametrize("variant, tokenizer, flags, workers", [

@@ -23,8 +23,8 @@ from runtime import faults
 from dataio import parts
 from dataio.manifest import COMMITS_DIR
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "bench"))
 import fault_injection as fi  # noqa: E402
 
 pytestmark = pytest.mark.slow

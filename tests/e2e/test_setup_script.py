@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # runs a shell script (a few seconds)
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UP_TO_DATE = ("setup: .venv is up to date: tokenbeam and its dependencies are installed "
               "(nothing to do)")
 

@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # whole-job runs: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def tokenize(corpus_dir, hf_tokenizer, out, *extra):

@@ -17,7 +17,7 @@ from dataio import indexed
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SAMPLED = "tokenizer backend:"  # printed once the inputs have been sampled: work has started
 
 

@@ -21,7 +21,7 @@ from dataio import indexed
 from pipelines import blend as blend_cli
 from transforms import blend as bl
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "blend")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "blend")
 SIGNATURE = json.load(open(os.path.join(DATA, "signature.json")))
 
 

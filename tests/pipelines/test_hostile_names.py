@@ -2,7 +2,7 @@
 control in a name that would become a shard name is refused at planning time with one line
 naming the file, before anything is written; the YAML tokenbeam renders for Flink parses back
 to what it was given, whatever the values hold. (Blend's data_path.sh and report:
-tests/test_blend.py; the sbatch script: tests/runners/test_sbatch_render.py.)"""
+tests/pipelines/test_blend.py; the sbatch script: tests/runners/test_sbatch_render.py.)"""
 
 import json
 import os

@@ -22,7 +22,7 @@ from dataio import discovery
 from dataio.elements import WorkItem
 from transforms import documents
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _write(path, n=200):

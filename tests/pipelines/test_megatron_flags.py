@@ -11,7 +11,7 @@ import pytest
 
 from pipelines import tokenize
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(REPO, "tests", "data", "megatron_cli")
 sys.path.insert(0, FIXTURES)
 import make_inputs  # noqa: E402  (the drop-in test's inputs)

@@ -73,7 +73,7 @@ def test_output_that_is_an_input(tmp_path, capsys):
     parts = _parts(tmp_path / "parts")
     target = str(parts / ORDER[0])
     assert merge.run(["--input", str(parts), "--output", target, "--no-counts",
-                      "--overwrite"]) == 2  # a bad command line (tests/test_same_path.py)
+                      "--overwrite"]) == 2  # a bad command line (tests/pipelines/test_same_path.py)
     assert "would write over the input" in capsys.readouterr().err
 
 

@@ -22,7 +22,7 @@ from dataio import indexed
 from megatron_reference import read_pair
 from pipelines import merge
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "megatron_merge")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "megatron_merge")
 INPUTS = os.path.join(HERE, "inputs")
 MEGATRON_MERGED = os.path.join(HERE, "megatron", "merged")
 with open(os.path.join(HERE, "documents.json"), encoding="utf-8") as _f:

@@ -13,7 +13,7 @@ import pytest
 from pipelines import count, tokenize
 from tests.megatron_reference import read_pair
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 IDS = os.path.join(DATA, "megatron_tokenizers", "nulltok", "corpus.jsonl")
 TOKENIZER = ["--tokenizer-type", "NullTokenizer", "--vocab-size", "1000", "--append-eod",
              "--workers", "1"]

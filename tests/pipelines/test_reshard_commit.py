@@ -19,7 +19,7 @@ from dataio import discovery
 from pipelines import demo, reshard
 from test_tokenize import run_job
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATE = "{language}_{domain}_split_{split:03d}"
 
 

@@ -30,7 +30,7 @@ from transforms import sentences as ss
 nltk = pytest.importorskip("nltk", reason="NLTK is not installed: pip install -e "
                                           "'.[sentences]' (Megatron's splitter)")
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "megatron_sentences")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "megatron_sentences")
 NLTK_DATA = os.path.join(DATA, "nltk_data")
 MODEL_DIR = os.path.join(NLTK_DATA, "tokenizers", "punkt_tab", "english")
 TOKENIZER = os.path.join(os.path.dirname(DATA), "megatron_preprocess", "tokenizer")

@@ -8,12 +8,12 @@ no Azure configuration and no AZURE_* / TOKENBEAM_AZURE_* variables.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
 
-from tests.clusters.local_azurite import ACCOUNT, DEV_KEY, Azurite, azurite_or_skip
+from tests.clusters.local_azurite import (ACCOUNT, DEV_KEY, Azurite, azurite_or_skip,
+                                          fresh_azure_state)
 
 __all__ = ["ACCOUNT", "DEV_KEY", "Azurite"]
 
@@ -29,29 +29,10 @@ def own_azurite(tmp_path):
     yield from azurite_or_skip(tmp_path / "own-azurite")
 
 
-_ENV_PREFIXES = ("AZURE_", "TOKENBEAM_AZURE_", "IDENTITY_", "MSI_")
-
-
 @pytest.fixture(autouse=True)
 def clean_azure_state(monkeypatch):
     """No Azure configuration leaks between tests, in the process or its environment."""
-    for name in list(os.environ):
-        if name.startswith(_ENV_PREFIXES):
-            monkeypatch.delenv(name)
-    from dataio import azure
-    azure.reset()
-    _clear_fsspec_cache()
-    yield
-    azure.reset()
-    _clear_fsspec_cache()
-
-
-def _clear_fsspec_cache():
-    try:
-        from adlfs import AzureBlobFileSystem
-        AzureBlobFileSystem.clear_instance_cache()
-    except ImportError:
-        pass
+    yield from fresh_azure_state(monkeypatch)
 
 
 @pytest.fixture

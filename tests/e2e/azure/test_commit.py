@@ -17,7 +17,7 @@ from pipelines import validate as validate_cli
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 BLOCK_MB = 0.0625   # 64 KiB blocks, so a few hundred KiB already upload in several blocks
 
 

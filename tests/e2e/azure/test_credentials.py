@@ -16,7 +16,7 @@ from dataio import fs as fsutil
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _closed_port() -> int:

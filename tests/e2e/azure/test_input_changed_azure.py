@@ -1,5 +1,5 @@
 """Object stores: a blob rewritten after planning fails its shards (its etag, which the listing
-gave at planning, is checked once a work item's bytes are read; see tests/test_input_changed.py
+gave at planning, is checked once a work item's bytes are read; see tests/pipelines/test_input_changed.py
 for local files)."""
 
 import pytest

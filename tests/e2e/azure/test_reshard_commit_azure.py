@@ -1,5 +1,5 @@
 """reshard's all-or-nothing commit on flat blob storage (no folder rename there): the manifest
-written last is what readers require (see tests/test_reshard_commit.py for the killed job)."""
+written last is what readers require (see tests/pipelines/test_reshard_commit.py for the killed job)."""
 
 import json
 

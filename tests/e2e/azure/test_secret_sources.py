@@ -18,7 +18,7 @@ from tests.process_watch import run_watching_cmdlines
 
 pytestmark = pytest.mark.slow  # whole-job runs against Azurite
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 WARNING = "a secret on the command line"
 
 

@@ -21,11 +21,11 @@ from dataio import lock as output_lock
 from pipelines import tokenize
 from pipelines.tokenize import driver
 from pipelines import validate
-from tests.azure.conftest import ACCOUNT, DEV_KEY
+from tests.clusters.local_azurite import ACCOUNT, DEV_KEY
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FAST_RETRIES = {"TOKENBEAM_AZURE_RETRIES": "2", "TOKENBEAM_AZURE_RETRY_BACKOFF": "0.05"}
 HANG = 300  # a hang detector, not a timing
 
@@ -304,7 +304,7 @@ def test_sas_revoked_mid_run_is_one_line(azurite, container, corpus_dir, hf_toke
     expiry looks like to the service) ends the run with one line saying so."""
     from azure.storage.blob import AccessPolicy, ContainerSasPermissions, generate_container_sas
 
-    from tests.azure.conftest import ACCOUNT, DEV_KEY
+    from tests.clusters.local_azurite import ACCOUNT, DEV_KEY
 
     perms = ContainerSasPermissions(read=True, write=True, list=True, delete=True, create=True,
                                     add=True)

@@ -17,7 +17,7 @@ from pipelines import tokenize
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _argv(inputs, output, tokenizer, *extra):

@@ -11,8 +11,6 @@ import urllib.request
 from runner_support import (PYTHON, ROOT, assert_no_processes_left, flink_temp_entries, shards,
                             tokenize_args)
 
-from runners.flink_cluster import free_port
-
 
 def _submit(*extra, marker="", timeout=480):
     """``marker`` goes into the environment every process of the run inherits."""
@@ -48,14 +46,6 @@ def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, c
     # temp files in the cluster's folder.
     assert_no_processes_left(marker)
     assert flink_temp_entries() <= temp_before
-
-
-def test_unreachable_cluster_is_a_clear_error(tmp_path, corpus_dir, hf_tokenizer):
-    master = f"127.0.0.1:{free_port()}"
-    proc = _submit("--flink-master", master, "--",
-                   *tokenize_args(corpus_dir, hf_tokenizer, tmp_path / "o"), timeout=120)
-    assert proc.returncode == 1
-    assert f"Flink at {master} is not reachable" in proc.stderr
 
 
 def test_version_mismatch_is_refused_before_submitting(flink_cluster, corpus_dir, hf_tokenizer,

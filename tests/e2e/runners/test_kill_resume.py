@@ -13,7 +13,7 @@ ever written), so these tests fail there, saying so.
 
 The corpus: three inputs of one work item each (committed as soon as written) and three of
 several items (``--split-bytes``); the reference is a clean DirectRunner run of it. The clusters
-are the session's (tests/runners/conftest.py).
+are the session's (tests/e2e/runners/conftest.py).
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def test_relative_paths_are_refused_before_anything_is_built(tmp_path, corpus_di
 
 
 # --- Synapse: the launcher's requests against a stand-in ----------------------------------------
-# TEST DOUBLES, and the only ones here: Synapse's batch endpoint (tests/runners/synapse_standin.py,
+# TEST DOUBLES, and the only ones here: Synapse's batch endpoint (tests/e2e/runners/synapse_standin.py,
 # which forwards to the real Livy above) and Azure AD (a fake `az` command that
 # DefaultAzureCredential's AzureCliCredential runs). Nothing else is simulated.
 
@@ -246,7 +246,7 @@ def test_synapse_batch_through_a_standin_with_a_bearer_token(spark_cluster, dire
     (bin_dir / "az").write_text(FAKE_AZ % token)
     (bin_dir / "az").chmod(0o755)
     port, log = free_port(), tmp_path / "requests.jsonl"
-    standin = spark_cluster.popen([PYTHON, os.path.join(ROOT, "tests/runners/synapse_standin.py"),
+    standin = spark_cluster.popen([PYTHON, os.path.join(ROOT, "tests/e2e/runners/synapse_standin.py"),
                                    str(port), spark_cluster.livy_url, token, str(log)])
     try:
         probe = [PYTHON, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 1)"]

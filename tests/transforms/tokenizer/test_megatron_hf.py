@@ -31,7 +31,7 @@ from pipelines import beam_options
 from pipelines import tokenize
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_hf")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "megatron_hf")
 OUT = "corpus_text_document"
 
 

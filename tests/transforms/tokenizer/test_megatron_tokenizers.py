@@ -27,7 +27,7 @@ from pipelines import beam_options
 from pipelines import tokenize
 from transforms import tokenizer as tk
 
-DATA = os.path.join(os.path.dirname(__file__), "data", "megatron_tokenizers")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "data", "megatron_tokenizers")
 FAMILIES = ("nulltok", "spm", "tiktoken", "wordpiece")
 PATH_FLAGS = ("--tokenizer-model", "--vocab-file", "--merge-file", "--tokenizer-metadata")
 OUT = "corpus_text_document"
