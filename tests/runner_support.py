@@ -1,5 +1,6 @@
-"""Helpers shared by the runner tests (imported by name: tests/runners is no package; the
-clusters they start are in tests/clusters)."""
+"""Helpers shared by the runner tests, unit (tests/runners/) and end-to-end (tests/e2e/runners/),
+imported by name (tests/ is on sys.path through tests/conftest.py; the clusters they start are in
+tests/clusters)."""
 
 from __future__ import annotations
 

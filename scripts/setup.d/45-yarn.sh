@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real YARN cluster for the Spark-on-YARN test (tests/runners/test_spark_yarn.py), idempotent:
+# A real YARN cluster for the Spark-on-YARN test (tests/e2e/runners/test_spark_yarn_cluster.py), idempotent:
 #   - Hadoop's MiniYARNCluster: org.apache.hadoop:hadoop-minicluster and its dependencies from
 #     Maven Central (tests/e2e/runners/yarn-minicluster-pom.xml) into $CACHE/yarn/lib
 #   - tests/e2e/runners/YarnMiniCluster.java (starts it, writes yarn-site.xml) compiled into
