@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 
-import fsspec.implementations.local as fsspec_local
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,18 +17,6 @@ from dataio import discovery
 from dataio.elements import ShardResult
 
 SHARDS = 40
-
-
-def _tokenize(inp, out, tokenizer, *extra) -> int:
-    from pipelines import tokenize
-
-    return tokenize.run(["--input", str(inp), "--output", str(out), "--tokenizer-type",
-                         "HuggingFaceTokenizer", "--tokenizer-model", str(tokenizer),
-                         "--append-eod", "--log-interval", "0", "--workers", "1", *extra])
-
-
-def _shard_files(out) -> list[str]:
-    return sorted(n for n in os.listdir(out) if n.endswith((".bin", ".idx")))
 
 
 def test_final_files_names_each_planned_shards_files_of_any_counts():
@@ -45,38 +32,6 @@ def test_final_files_names_each_planned_shards_files_of_any_counts():
     assert found == {"a_text_document": ("a_text_document", "a_text_document_dc=1_sc=1_tc=3",
                                          "a_text_document_dc=2_sc=2_tc=5"),
                      "holdout/a_text_document": ("holdout/a_text_document_dc=1_sc=1_tc=1",)}
-
-
-@pytest.mark.slow
-def test_committing_many_shards_lists_the_output_folder_a_fixed_number_of_times(
-        tmp_path, hf_tokenizer, monkeypatch):
-    """Each commit removes the shard's files of older counts; finding them must not list the
-    whole output folder per commit (a folder of 10,000 shards: 99 ms each, 5,000 files 210 s).
-    The planner's one listing names them."""
-    inp, out = tmp_path / "in", tmp_path / "out"
-    inp.mkdir()
-    for i in range(SHARDS):
-        (inp / f"f{i:03d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
-    assert _tokenize(inp, out, hf_tokenizer) == 0
-    old = _shard_files(out)
-    assert len(old) == 2 * SHARDS
-    for i in range(SHARDS):  # every input grows: every shard is redone under other counts
-        with open(inp / f"f{i:03d}.jsonl", "a") as f:
-            f.write(json.dumps({"text": f"another document {i}"}) + "\n")
-
-    listed: list[str] = []
-    original = fsspec_local.LocalFileSystem.ls
-
-    def ls(self, path, *args, **kwargs):
-        listed.append(os.path.normpath(self._strip_protocol(path)))
-        return original(self, path, *args, **kwargs)
-
-    monkeypatch.setattr(fsspec_local.LocalFileSystem, "ls", ls)
-    assert _tokenize(inp, out, hf_tokenizer) == 0
-    new = _shard_files(out)
-    assert len(new) == 2 * SHARDS and not set(new) & set(old)  # each old version removed
-    of_output = listed.count(os.path.normpath(str(out)))
-    assert of_output <= 3, f"the output folder was listed {of_output} times for {SHARDS} shards"
 
 
 @pytest.fixture(scope="module")
@@ -108,19 +63,6 @@ def test_a_parquet_file_of_20000_row_groups_is_few_items_each_knowing_its_first_
             assert first == len(rows)  # each row group's rows numbered where the file has them
             rows.extend(values["text"])
     assert rows == pq.read_table(str(many_row_groups / "few" / "rows.parquet"))["text"].to_pylist()
-
-
-@pytest.mark.slow
-def test_20000_one_row_groups_give_the_bytes_of_the_same_rows_in_4_groups(
-        many_row_groups, tmp_path, hf_tokenizer):
-    outputs = {}
-    for layout in ("one", "few"):
-        out = tmp_path / layout
-        assert _tokenize(many_row_groups / layout, out, hf_tokenizer) == 0
-        outputs[layout] = {n: (out / n).read_bytes() for n in _shard_files(out)}
-    assert len(outputs["one"]) == 2
-    assert all(n.startswith("rows_text_document_dc=20000_sc=20000_") for n in outputs["one"])
-    assert outputs["one"] == outputs["few"]
 
 
 def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(

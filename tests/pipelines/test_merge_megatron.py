@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
-import megatron_live
 
 from dataio import indexed
 from megatron_reference import read_pair
@@ -87,20 +85,3 @@ def test_output_and_output_prefix_exclude_each_other(tmp_path, capsys):
     assert merge.run(["--input", INPUTS, "--output", str(tmp_path / "a"),
                       "--output-prefix", str(tmp_path / "b")]) == 2
     assert "not allowed with argument" in capsys.readouterr().err
-
-
-@pytest.mark.slow  # runs Megatron-LM in a subprocess: see tests/conftest.py
-def test_live_megatron_merge_datasets_matches(tmp_path, capsys):
-    python, megatron_lm = megatron_live.live_or_skip()
-    inputs = _inputs_copy(tmp_path)
-    (tmp_path / "megatron").mkdir()
-    theirs = str(tmp_path / "megatron" / "merged")
-    proc = subprocess.run([python, "-W", "ignore",
-                           os.path.join(megatron_lm, "tools", "merge_datasets.py"),
-                           "--input", str(inputs), "--output-prefix", theirs],
-                          env=dict(os.environ, PYTHONPATH=megatron_lm), capture_output=True,
-                          text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    ours = str(tmp_path / "ours")
-    assert merge.run(["--input", str(inputs), "--output-prefix", ours]) == 0
-    assert read_pair(ours) == read_pair(theirs) == read_pair(MEGATRON_MERGED)
