@@ -8,7 +8,7 @@ import numpy as np
 from dataio.dataset import get_dataset
 from pipelines import demo
 from tests.dataio.test_dataset import _concat
-from tests.dataio.test_dataset import corpus  # noqa: F401 (fixtures, requested by name)
+from tests.dataio.test_dataset import corpus  # noqa: F401 (fixture)
 
 
 def test_on_real_tokenize_output(tmp_path):

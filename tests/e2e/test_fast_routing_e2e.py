@@ -5,7 +5,7 @@ The whole-job runs; the unit tests are in tests/transforms/tokenizer/test_fast_r
 import pytest
 from transforms import tokenizer as tk
 from tests.transforms.tokenizer.test_fast_routing import _both, _differences
-from tests.transforms.tokenizer.test_fast_routing import models  # noqa: F401 (fixtures, requested by name)
+from tests.transforms.tokenizer.test_fast_routing import models  # noqa: F401 (fixture)
 
 
 CODE_POINTS = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]

@@ -11,7 +11,7 @@ import os
 
 import fsspec.implementations.local as fsspec_local
 from tests.pipelines.test_many_files import SHARDS
-from tests.pipelines.test_many_files import many_row_groups  # noqa: F401 (fixtures, requested by name)
+from tests.pipelines.test_many_files import many_row_groups  # noqa: F401 (fixture)
 
 
 def _tokenize(inp, out, tokenizer, *extra) -> int:

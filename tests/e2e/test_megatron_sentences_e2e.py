@@ -18,7 +18,7 @@ from megatron_reference import read_pair
 from pipelines import tokenize
 from transforms import sentences as ss
 from tests.transforms.test_megatron_sentences import DATA, NLTK_DATA, NLTK_VERSION, _lines
-from tests.transforms.test_megatron_sentences import megatron_nltk_data, nltk  # noqa: F401 (a fixture; the NLTK skip)
+from tests.transforms.test_megatron_sentences import megatron_nltk_data  # noqa: F401 (fixture)
 
 
 TOKENIZER = os.path.join(os.path.dirname(DATA), "megatron_preprocess", "tokenizer")

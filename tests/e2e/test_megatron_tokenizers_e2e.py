@@ -13,7 +13,8 @@ import pytest
 import megatron_live
 from megatron_reference import read_pair
 from pipelines import tokenize
-from tests.transforms.tokenizer.test_megatron_tokenizers import DATA, OUT, VARIANTS, _expected, _flags, _input
+from tests.transforms.tokenizer.test_megatron_tokenizers import (DATA, OUT, VARIANTS, _expected,
+                                                                 _flags, _input)
 
 
 FULL = [p for p in VARIANTS if p.values[1] == p.values[2]]  # each distinct output once

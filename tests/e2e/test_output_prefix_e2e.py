@@ -13,7 +13,7 @@ import os
 from pipelines import count
 from tests.megatron_reference import read_pair
 from tests.pipelines.test_output_prefix import _run
-from tests.pipelines.test_output_prefix import ids  # noqa: F401 (fixtures, requested by name)
+from tests.pipelines.test_output_prefix import ids  # noqa: F401 (fixture)
 
 
 def _datasets(folder):

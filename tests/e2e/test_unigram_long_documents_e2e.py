@@ -15,7 +15,7 @@ from pipelines import tokenize
 from transforms import tokenizer as tk
 from transforms.tokenizer import base
 from tests.transforms.test_unigram_long_documents import UNIGRAM
-from tests.transforms.test_unigram_long_documents import document  # noqa: F401 (fixtures, requested by name)
+from tests.transforms.test_unigram_long_documents import document  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")
