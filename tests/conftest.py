@@ -17,34 +17,33 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 from pipelines import demo  # noqa: E402
 
 # --- the two tiers -------------------------------------------------------------------------------
-# `pytest -m "not slow"` is the unit tier (each transform, DoFn and CombineFn on its own; well under
-# a minute on 2 cores); `pytest` (the README's test command) runs everything. A test is slow when it
-# runs a whole job (pipelines.*.run, a CLI subprocess), injects faults into one, or needs a real
-# service. Two ways to be marked, both greppable:
-# - modules of such tests say so at their top: `pytestmark = pytest.mark.slow` (one test: the
-#   decorator `@pytest.mark.slow`);
-# - any test that requests one of the service fixtures below is marked here, wherever it lives, so a
-#   new service test cannot land in the unit tier by forgetting the marker; so is every test of the
-#   SERVICE_MODULES (service tests that start their service themselves, without a fixture).
+# `pytest -m "not slow"` is the unit tier (each transform, DoFn, CombineFn and command's pieces on
+# its own; about a minute on 2 cores); `pytest` (the README's test command) runs everything. A test
+# is slow when it runs a whole job (pipelines.*.run, a CLI subprocess), injects faults into one, or
+# needs a real service. The tiers are folders:
+# - tests/e2e/ holds every such test; its conftest.py marks all of them slow, so a file there needs
+#   no marker. The service fixtures live beside their users (tests/e2e/azure/conftest.py: Azurite;
+#   tests/e2e/runners/conftest.py: Flink, SLURM, Spark/Livy, the DirectRunner reference), one
+#   service per session.
+# - every other folder is the unit tier and mirrors the package it tests (tests/dataio/,
+#   tests/transforms/, tests/transforms/tokenizer/, tests/runtime/, tests/runners/, and
+#   tests/pipelines/test_<command>.py); tests/ itself holds the whole-project checks (README, docs
+#   site, import graph, setup.py) and the helpers the tests import by name.
+# - a unit file keeps a few whole-job tests only with `@pytest.mark.slow` on each; and any test
+#   that requests a service fixture is marked here wherever it lives, so a service test cannot land
+#   in the unit tier by forgetting the marker.
 SERVICE_FIXTURES = frozenset({
-    "azurite", "container", "own_azurite",       # tests/azure/conftest.py: Azurite (npm)
-    "flink_stack", "flink_cluster",              # tests/runners/conftest.py: Flink + job server
-    "slurm_cluster",                             # tests/runners/conftest.py: slurmctld/slurmd
-    "spark_cluster", "yarn_cluster",             # tests/runners/test_spark_*.py: Spark, Livy, YARN
-    "direct_output",                             # tests/runners/conftest.py: a whole tokenize run
-})
-
-SERVICE_MODULES = frozenset({
-    "runners/test_worker_pool.py",               # starts `python -m runners.worker_pool` servers
+    "azurite", "container", "own_azurite",       # tests/e2e/azure/conftest.py: Azurite (npm)
+    "flink_stack", "flink_cluster",              # tests/e2e/runners/conftest.py: Flink + job server
+    "slurm_cluster",                             # tests/e2e/runners/conftest.py: slurmctld/slurmd
+    "spark_cluster", "yarn_cluster",             # tests/e2e/runners/: Spark, Livy, YARN
+    "direct_output",                             # tests/e2e/runners/conftest.py: a whole tokenize run
 })
 
 
 def pytest_collection_modifyitems(config, items):
-    tests_dir = os.path.dirname(__file__)
     for item in items:
-        module = os.path.relpath(str(item.path), tests_dir).replace(os.sep, "/")
-        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())) or \
-                module in SERVICE_MODULES:
+        if SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
 
 

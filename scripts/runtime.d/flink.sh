@@ -13,7 +13,7 @@
 # Why Flink 1.19 and not 2.2: the Maven Central this project reaches serves neither Beam's
 # Flink job-server jars nor any beam-runners-flink-2.x artifact; the newest Flink runner it has
 # is beam-runners-flink-1.19:2.70.0 (its job service at 2.65.0), which runs Python 2.77 SDK
-# pipelines (tested end to end by tests/runners/). Point runners/*.yaml at a Flink 2.2 and
+# pipelines (tested end to end by tests/e2e/runners/). Point runners/*.yaml at a Flink 2.2 and
 # beam-runners-flink-2.2-job-server-2.77.0.jar where you have them.
 # --check: exit 0 when all is there, 1 otherwise (prints nothing). Needs ROOT and CACHE.
 set -euo pipefail

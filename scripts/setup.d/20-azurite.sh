@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Azurite, the Azure Storage emulator the tests in tests/azure/ start (npm package `azurite`).
+# Azurite, the Azure Storage emulator the tests in tests/e2e/azure/ start (npm package `azurite`).
 # Installed into $CACHE/azurite (a local npm project); re-running skips an existing install.
 # Needs node >= 18 and npm. Without them the Azure tests skip and say why.
 set -euo pipefail
@@ -12,7 +12,7 @@ if [ -x "$BIN" ] && [ -f "$DEST/.version" ] && [ "$(cat "$DEST/.version")" = "$A
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
-  echo "20-azurite: npm not found; install Node.js >= 18 to run tests/azure (they skip without it)" >&2
+  echo "20-azurite: npm not found; install Node.js >= 18 to run tests/e2e/azure (they skip without it)" >&2
   exit 0
 fi
 mkdir -p "$DEST"

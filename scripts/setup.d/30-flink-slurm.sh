@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Services for the Flink/SLURM runner tests (runners/, tests/runners/), idempotent:
+# Services for the Flink/SLURM runner tests (runners/, tests/e2e/runners/), idempotent:
 #   - Debian slurm-wlm + munge (the tests start their own munged/slurmctld/slurmd under a tmp dir;
 #     the packages' post-install scripts start no daemons here), Java 17, Maven, iproute2
 #   - what a user's Flink submission needs, scripts/runtime.d/flink.sh (`setup.sh --flink`):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Services for the Spark runner tests (runners/spark.py, tests/runners/test_spark_*.py), idempotent:
+# Services for the Spark runner tests (runners/spark.py, tests/e2e/runners/test_spark_*.py), idempotent:
 #   - Spark 3.5.8 from the pyspark wheel in its own venv ($CACHE/spark/venv); its package folder
 #     is SPARK_HOME, linked as $CACHE/spark/home
 #   - what a user's Spark submission needs, scripts/runtime.d/spark.sh (`setup.sh --spark`):

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A real YARN cluster for the Spark-on-YARN test (tests/runners/test_spark_yarn.py), idempotent:
+# A real YARN cluster for the Spark-on-YARN test (tests/e2e/runners/test_spark_yarn_cluster.py), idempotent:
 #   - Hadoop's MiniYARNCluster: org.apache.hadoop:hadoop-minicluster and its dependencies from
-#     Maven Central (tests/runners/yarn-minicluster-pom.xml) into $CACHE/yarn/lib
-#   - tests/runners/YarnMiniCluster.java (starts it, writes yarn-site.xml) compiled into
+#     Maven Central (tests/e2e/runners/yarn-minicluster-pom.xml) into $CACHE/yarn/lib
+#   - tests/e2e/runners/YarnMiniCluster.java (starts it, writes yarn-site.xml) compiled into
 #     $CACHE/yarn/classes
 # Spark itself (spark-submit, spark-yarn) is 40-spark-livy.sh's pyspark wheel; Java 17 and Maven
 # come from 30-flink-slurm.sh. Needs ROOT and CACHE (scripts/setup.sh passes them).
@@ -11,7 +11,7 @@ set -euo pipefail
 
 HADOOP_VERSION=3.3.6    # closest to the Hadoop 3.3.4 client in the pyspark 3.5.8 wheel
 home=$CACHE/yarn
-src=$ROOT/tests/runners/YarnMiniCluster.java
+src=$ROOT/tests/e2e/runners/YarnMiniCluster.java
 
 minicluster_jars() {
   local lib=$home/lib stamp=$home/.installed
@@ -19,7 +19,7 @@ minicluster_jars() {
   echo "45-yarn: hadoop-minicluster $HADOOP_VERSION jars into $lib (~30 s)"
   local build=$home/build
   rm -rf "$build" "$lib.part" "$stamp" && mkdir -p "$build"
-  cp "$ROOT/tests/runners/yarn-minicluster-pom.xml" "$build/pom.xml"
+  cp "$ROOT/tests/e2e/runners/yarn-minicluster-pom.xml" "$build/pom.xml"
   (cd "$build" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies \
       -Dhadoop.version="$HADOOP_VERSION" -DincludeScope=runtime -DoutputDirectory="$lib.part") \
     || { echo "45-yarn: fetching hadoop-minicluster's jars failed (see the Maven output above)" >&2; exit 1; }

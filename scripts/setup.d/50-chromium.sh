@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A headless browser for the report test (tests/test_inspect_report.py opens the page that
+# A headless browser for the report test (tests/e2e/test_inspect_report_e2e.py opens the page that
 # `python -m pipelines.inspect OUT --report` writes), idempotent:
 #   - Debian's chromium and chromium-driver (matching versions, from apt; Selenium, in the
 #     [test] extra, drives them and downloads no browser of its own)

@@ -233,3 +233,29 @@ def azurite_or_skip(base):
         yield service
     finally:
         started.close()
+
+
+_ENV_PREFIXES = ("AZURE_", "TOKENBEAM_AZURE_", "IDENTITY_", "MSI_")
+
+
+def fresh_azure_state(monkeypatch):
+    """A generator fixture body: no AZURE_* / TOKENBEAM_AZURE_* variables, no Azure state in the
+    process (dataio.azure, adlfs's instance cache) before and after the test. Used autouse by
+    tests/e2e/azure/ and tests/dataio/azure/."""
+    for name in list(os.environ):
+        if name.startswith(_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+    from dataio import azure
+    azure.reset()
+    _clear_fsspec_cache()
+    yield
+    azure.reset()
+    _clear_fsspec_cache()
+
+
+def _clear_fsspec_cache():
+    try:
+        from adlfs import AzureBlobFileSystem
+        AzureBlobFileSystem.clear_instance_cache()
+    except ImportError:
+        pass

@@ -58,7 +58,7 @@ def test_a_hard_link_is_read_once(tmp_path, capsys):
 
 def test_a_name_whose_shards_are_committed_is_kept_over_the_others(tmp_path, capsys):
     """The tokenize planner's ``prefer`` (its shards are in the output) comes first, so a name
-    added later never takes over (tests/test_alias_across_runs.py runs the job)."""
+    added later never takes over (tests/e2e/test_alias_across_runs.py runs the job)."""
     (tmp_path / "v3.jsonl").write_bytes(DOC)
     os.link(tmp_path / "v3.jsonl", tmp_path / "latest.jsonl")
     asked = []

@@ -46,7 +46,7 @@ def test_another_host_or_boot_or_foreign_text_is_presumed_alive():
 
 
 class _CountingGuard:
-    """Stands in for an OutputGuard (whose verify renews an Azure lease: tests/azure)."""
+    """Stands in for an OutputGuard (whose verify renews an Azure lease: tests/e2e/azure)."""
 
     def __init__(self):
         self.renewals = 0

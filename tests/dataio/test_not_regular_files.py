@@ -11,8 +11,6 @@ import json
 import multiprocessing
 import os
 import resource
-import subprocess
-import sys
 import traceback
 from contextlib import redirect_stderr, redirect_stdout
 
@@ -25,7 +23,6 @@ from runtime import errors
 from dataio import fs as fsutil
 
 LIMIT_S = 60  # generous: each call takes milliseconds once it does not hang
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARD = "x_text_document"
 
 
@@ -220,33 +217,3 @@ def test_a_commit_record_that_is_not_a_file(tmp_path, kind):
     assert len(failed) == 1 and str(record) in failed[0] and NOT_REGULAR[kind] in failed[0], \
         stdout
     assert any(line.startswith("OK") for line in stdout.splitlines()), stdout
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_tokenize_rerun_refuses_a_commit_record_that_is_not_a_file(hf_tokenizer, tmp_path,
-                                                                     kind):
-    from pipelines import tokenize
-
-    inp, out = tmp_path / "in", tmp_path / "out"
-    inp.mkdir()
-    (inp / "x.jsonl").write_bytes(b"".join(json.dumps({"text": f"document {i}"}).encode()
-                                           + b"\n" for i in range(20)))
-    argv = ["--input", str(inp), "--output", str(out), "--tokenizer-type",
-            "HuggingFaceTokenizer", "--tokenizer-model", str(hf_tokenizer), "--append-eod",
-            "--log-interval", "0"]
-    assert tokenize.run(argv) == 0
-    record = out / manifest.COMMITS_DIR / f"{SHARD}.json"
-    assert record.is_file()
-    _plant(record, kind)
-    for extra in (["--dry-run"], []):  # the command itself: Beam is not forked mid-session
-        try:
-            done = subprocess.run([sys.executable, "-m", "pipelines.tokenize", *argv, *extra],
-                                  capture_output=True, text=True, timeout=4 * LIMIT_S,
-                                  env={**os.environ, "PYTHONPATH": REPO})
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"tokenize {' '.join(extra)} hangs on {record}")
-        err = done.stderr
-        assert done.returncode == 1, (extra, done.returncode, err)
-        said = [line for line in err.splitlines() if line.startswith("error:")]
-        assert len(said) == 1 and str(record) in said[0] and "Traceback" not in err, (extra, err)

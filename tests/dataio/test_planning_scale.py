@@ -37,7 +37,7 @@ def memory_corpus():
 def test_discover_asks_each_file_where_listings_may_say_otherwise(memory_corpus, monkeypatch):
     """fsspec's in-memory filesystem lists ``created`` as a number and ``info`` gives a
     datetime: trusting its listing would move every resume key. Only Azure's listing is used
-    as it comes (tests/azure/test_planning_requests.py); elsewhere each file is asked, several
+    as it comes (tests/e2e/azure/test_planning_requests.py); elsewhere each file is asked, several
     at a time, with the same result as one by one."""
     asked: list[str] = []
     original = MemoryFileSystem.info

@@ -2,7 +2,7 @@
 DoFn, _FinishFn (the last step of runs whose driver does not wait: runners/spark.py), driven
 directly. The job is planned by the driver code itself (``tokenize.plan``) on a small JSONL
 written here, with Megatron's NullTokenizer ("1 2 3" -> ids 1, 2, 3), so nothing is trained.
-Whole runs through ``tokenize.run`` are the slow tier's (tests/test_tokenize.py)."""
+Whole runs through ``tokenize.run`` are the slow tier's (tests/e2e/test_tokenize.py)."""
 
 import dataclasses
 import json

@@ -2,8 +2,6 @@
 valid flag or choice; --help is unchanged."""
 
 import importlib
-import subprocess
-import sys
 
 import pytest
 
@@ -114,15 +112,6 @@ def test_a_runner_subcommand_typo_names_the_nearest(capsys):
 
     assert slurm.main(["sumbit"]) == errors.EXIT_USAGE
     assert "did you mean submit?" in _one_line(capsys.readouterr().err)
-
-
-@pytest.mark.slow
-def test_the_command_line_prints_one_line_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "pipelines.tokenize", "--input", "in.jsonl",
-                           "--output", "out", "--tokenizer-type", "HuggingfaceTokenizer"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert "did you mean --tokenizer-type HuggingFaceTokenizer?" in _one_line(proc.stderr)
 
 
 def test_help_is_argparses_own(capsys):

@@ -1,5 +1,5 @@
 """runtime.workers: what a local worker notes about its work, and the driver's line when one dies;
-runtime.loopback: wildcard gRPC addresses become 127.0.0.1 (the jobs: tests/test_local_workers.py)."""
+runtime.loopback: wildcard gRPC addresses become 127.0.0.1 (the jobs: tests/e2e/test_local_workers.py)."""
 
 import os
 import signal

@@ -2,7 +2,7 @@
 a TestPipeline; the committed shard summaries come out, the shards are in the output, and an
 unreadable source stops every write. Its DoFns (measure, write a shard) are driven directly.
 
-(The planning functions are tested in tests/test_reshard.py with the command; this file is not
+(The planning functions are tested in tests/e2e/test_reshard.py with the command; this file is not
 called test_reshard.py because pytest's default import mode needs unique basenames.)"""
 
 import gzip

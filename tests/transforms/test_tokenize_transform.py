@@ -3,7 +3,7 @@ through a TestPipeline; token batches come out on ``tokens``, documents the toke
 ``errors``. Its DoFn: the tokenizer is loaded once in setup, not shipped, and no secret travels.
 
 (The pure parts, assemble and holdout_mask, are in test_tokenize_units.py. The file is not called
-test_tokenize.py: pytest's default import mode needs unique basenames, and tests/test_tokenize.py
+test_tokenize.py: pytest's default import mode needs unique basenames, and tests/e2e/test_tokenize.py
 is the job's end-to-end test.)"""
 
 import apache_beam as beam

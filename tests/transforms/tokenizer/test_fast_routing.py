@@ -21,17 +21,6 @@ from transforms.tokenizer import check, fast
 
 pytest.importorskip("gigatoken", reason="gigatoken (extra 'fast') is not installed")
 
-CODE_POINTS = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
-# context: (the code point is {}, code points per document); "at the edges" puts one code
-# point at a text's start and another at its end
-CONTEXTS = {
-    "at the edges": ("{}", 2), "between spaces": ("{} ", 128), "inside a word": ("a{}b", 128),
-    "repeated": ("{}{}{}", 128), "after a rewritten character": ("\uff21{}", 128),
-    "before a combining mark": ("{}\u0301 ", 128),
-}
-# the unit tier runs these (a few seconds each); the slow tier every context for both models
-UNIT_CONTEXTS = {"nmt_nfkc": ("between spaces", "repeated"), "identity": ("between spaces",)}
-
 
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path, monkeypatch):
@@ -80,36 +69,6 @@ def _differences(fast, ref, texts):
     return [texts[i] for i in range(len(texts))
             if got_ids[got_at[i]:got_at[i + 1]].tolist()
             != want_ids[want_at[i]:want_at[i + 1]].tolist()]
-
-
-def _sweep(models, name, contexts):
-    fast, ref = _both(models[name])
-    gigatoken_alone = tk.FastTokenizer(ref, tk.TokenizerSpec("SentencePieceTokenizer",
-                                                             model=models[name]))
-    gigatoken_alone.routing = None
-    for context in contexts:
-        form, per_doc = CONTEXTS[context]
-        pieces = [form.format(*[c] * form.count("{}")) for c in CODE_POINTS]
-        texts = ["".join(pieces[i:i + per_doc]) for i in range(0, len(pieces), per_doc)]
-        assert _differences(fast, ref, texts) == [], context
-        # texts really took the fast path (after a rewritten character, a cluster joins any
-        # extender, unassigned code points included: most astral documents route)
-        assert fast.last_routed() < 0.9 * len(texts), context
-        if context == "at the edges":
-            # the routing is needed: gigatoken alone differs on some of these
-            assert _differences(gigatoken_alone, ref, texts)
-
-
-@pytest.mark.slow  # every code point in two contexts per model: ~10 s
-@pytest.mark.parametrize("name", ["nmt_nfkc", "identity"])
-def test_every_code_point_in_contexts(models, name):
-    _sweep(models, name, UNIT_CONTEXTS[name])
-
-
-@pytest.mark.slow  # every context: about a minute on a loaded 2-core machine
-@pytest.mark.parametrize("name", ["nmt_nfkc", "identity"])
-def test_every_code_point_in_every_context(models, name):
-    _sweep(models, name, [c for c in CONTEXTS if c not in UNIT_CONTEXTS[name]])
 
 
 def test_characterisation(models):

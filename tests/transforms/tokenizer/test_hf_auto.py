@@ -4,8 +4,6 @@ storage; the vocabulary size (hence the dtype) is transformers' len(tokenizer)."
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import fsspec
 import numpy as np
@@ -80,18 +78,6 @@ def test_special_tokens_the_vocabulary_lacks_can_widen_the_dtype(tmp_path):
     assert ref.vocab_size == 65_501 and ref.eod == 65_499
     assert indexed.optimal_dtype(ref.vocab_size) == np.int32
     assert _ids(ref, ["w1 <extra> w65497 nope"]) == [[1, 65_500, 65_497, 65_498]]
-
-
-@pytest.mark.slow  # a fresh interpreter: transformers' import-time notices print only once
-def test_transformers_is_imported_quietly(tmp_path):
-    code = ("from transforms import tokenizer as tk; tk.load_tokenizer(tk.TokenizerSpec("
-            f"'HuggingFaceTokenizer', model={os.path.join(DATA, 't5')!r}))")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    env = {**os.environ, "PYTHONPATH": root, "XDG_CACHE_HOME": str(tmp_path)}
-    env.pop("TRANSFORMERS_VERBOSITY", None)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=root, timeout=300)
-    assert proc.returncode == 0 and proc.stderr == "" and proc.stdout == "", proc.stderr
 
 
 def test_truncation_in_tokenizer_json_is_not_applied(tmp_path):

@@ -3,12 +3,7 @@ from what the driver resolved and self-checked, without importing transformers; 
 description and resume key as the tokenizer the driver loaded with transformers."""
 
 import dataclasses
-import json
 import os
-import pickle
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,19 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 DATA = os.path.join(ROOT, "tests", "data", "megatron_hf")
 TEXTS = ["Hello World, it's 3.14!", "  leading <|endoftext|> and <s> [UNK] x", "", "ÄÖÜ ß 你好"]
-
-# A worker: the spec as the job pickles it, the tokenizer its DoFn's setup loads, its ids,
-# and which of the heavy libraries the process imported.
-WORKER = """
-import json, pickle, sys
-from transforms import tokenizer as tk
-spec = pickle.load(open(sys.argv[1], "rb"))
-tok = tk.load_tokenizer(spec)
-ids, lengths = tok.encode_batch(json.loads(sys.argv[2]))
-print(json.dumps({"ids": [int(i) for i in ids], "lengths": [int(n) for n in lengths],
-                  "backend": tok.name, "eod": tok.eod, "vocab": tok.vocab_size,
-                  "transformers": "transformers" in sys.modules}))
-"""
 
 
 def _driver_spec(folder, **kw):
@@ -45,24 +27,6 @@ def _driver_spec(folder, **kw):
 def _ids(tok, texts=TEXTS):
     ids, lengths = tok.encode_batch(texts)
     return np.asarray(ids, dtype=np.int64).tolist(), lengths.tolist()
-
-
-@pytest.mark.slow  # a subprocess importing the tokenizer libraries
-@pytest.mark.parametrize("folder", ["gemma", "qwen2", "split_special_tokens"])
-def test_worker_builds_the_rust_backend_without_transformers(tmp_path, folder):
-    spec = _driver_spec(folder, eod_id=None)
-    assert spec.resolved is not None
-    (tmp_path / "spec.pickle").write_bytes(pickle.dumps(spec))
-    proc = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path / "spec.pickle"),
-                           json.dumps(TEXTS)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert got["transformers"] is False
-    reference = tk.load_tokenizer(dataclasses.replace(spec, backend="reference", resolved=None))
-    assert got["backend"] == spec.backend
-    assert (got["eod"], got["vocab"]) == (reference.eod, reference.vocab_size)
-    assert (got["ids"], got["lengths"]) == _ids(reference)
 
 
 @pytest.mark.parametrize("folder", ["gemma", "qwen2", "split_special_tokens", "no_eos_sep"])
@@ -119,55 +83,3 @@ def test_resolved_reference_never_encodes():
     base = tk.load_tokenizer(_driver_spec("qwen2")).reference
     with pytest.raises(tk.TokenizerConfigError):
         base.encode_batch(["x"])
-
-
-# The job's driver loads the folder with transformers; its worker processes (started after it,
-# inheriting its environment) find a transformers that notes the import and refuses it.
-JOB_DRIVER = """
-import os, sys
-from transforms.tokenizer import hf_auto
-hf_auto.quiet_transformers()
-os.environ["PYTHONPATH"] = os.pathsep.join([sys.argv[1], os.environ["PYTHONPATH"]])
-from pipelines import tokenize
-sys.exit(tokenize.run(sys.argv[2:]))
-"""
-POISON = """
-import os
-open(os.path.join(os.environ["TOKENBEAM_TEST_MARKS"], f"transformers-{os.getpid()}"), "w").close()
-raise ImportError("a worker imported transformers")
-"""
-
-
-@pytest.mark.slow  # a whole --workers 2 job
-@pytest.mark.parametrize("folder", ["gemma", "split_special_tokens"])
-def test_workers_job_without_transformers_gives_megatron_bytes(tmp_path, folder):
-    import gzip
-
-    from megatron_reference import read_pair
-
-    poison = tmp_path / "poison" / "transformers"
-    poison.mkdir(parents=True)
-    (poison / "__init__.py").write_text(POISON)
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    out, inputs = tmp_path / "out", tmp_path / "in"
-    inputs.mkdir()
-    for name in ("a.jsonl", "b.jsonl"):  # two work items: two workers
-        shutil.copy(os.path.join(DATA, "corpus.jsonl"), inputs / name)
-    argv = ["--input", str(inputs), "--output", str(out),
-            "--json-keys", "text", "--log-interval", "0", "--workers", "2", "--append-eod",
-            "--tokenizer-type", "HuggingFaceTokenizer",
-            "--tokenizer-model", os.path.join(DATA, folder)]
-    proc = subprocess.run([sys.executable, "-c", JOB_DRIVER, str(poison.parent), *argv],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": ROOT,
-                               "TOKENBEAM_TEST_MARKS": str(marks)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "workers: 2 " in proc.stderr, proc.stderr[-3000:]
-    assert not list(marks.iterdir()), "a worker imported transformers"
-    names = sorted(n[:-4] for n in os.listdir(out) if n.endswith(".idx"))
-    assert len(names) == 2
-    prefix = os.path.join(DATA, "megatron", f"{folder}_eod", "corpus_text_document")
-    with gzip.open(prefix + ".bin.gz") as b, gzip.open(prefix + ".idx.gz") as i:
-        expected = (b.read(), i.read())
-    assert all(read_pair(str(out / name)) == expected for name in names)

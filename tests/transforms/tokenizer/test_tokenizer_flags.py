@@ -1,7 +1,7 @@
 """Megatron core_v0.16.1 preprocess_data.py's tokenizer flags beyond the files
 (transforms/tokenizer/flags.py): what is accepted, ignored with a note, or refused in one line,
 and that the ignored ones leave the tokenizer's resume key where it was. The ids themselves are
-checked byte for byte against real Megatron output in tests/test_megatron_tokenizers.py
+checked byte for byte against real Megatron output in tests/transforms/tokenizer/test_megatron_tokenizers.py
 (spm/*_special, *_ignored variants)."""
 
 import dataclasses

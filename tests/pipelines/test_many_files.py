@@ -1,0 +1,122 @@
+"""Many inputs (issue 24 part 2): what a run asks storage for grows with the files, not with
+their square. No timings (bench/many_files.py measures them): listings of the output folder are
+counted, and a Parquet file of many row groups is checked to plan few items and read right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dataio import manifest, readers
+from dataio import discovery
+from dataio.elements import ShardResult
+
+SHARDS = 40
+
+
+def test_final_files_names_each_planned_shards_files_of_any_counts():
+    sizes = {"a_text_document_dc=1_sc=1_tc=3.bin": 6, "a_text_document_dc=1_sc=1_tc=3.idx": 40,
+             "a_text_document_dc=2_sc=2_tc=5.idx": 40,  # a lone .idx of an older run
+             "ab_text_document_dc=1_sc=1_tc=1.bin": 2,  # another shard whose name starts alike
+             "holdout/a_text_document_dc=1_sc=1_tc=1.bin": 2, "a_text_document.bin": 1,
+             "metadata.json": 9}
+    found = manifest.final_files(sizes, ["a_text_document", "holdout/a_text_document",
+                                         "c_text_document"])
+    # the name without counts is the shard's too (--output-prefix's naming): a commit under
+    # the other naming replaces it
+    assert found == {"a_text_document": ("a_text_document", "a_text_document_dc=1_sc=1_tc=3",
+                                         "a_text_document_dc=2_sc=2_tc=5"),
+                     "holdout/a_text_document": ("holdout/a_text_document_dc=1_sc=1_tc=1",)}
+
+
+@pytest.fixture(scope="module")
+def many_row_groups(tmp_path_factory):
+    """The same 20,000 rows twice: in 20,000 one-row groups, and in 4 groups."""
+    folder = tmp_path_factory.mktemp("row_groups")
+    texts = [f"document {i} " + "word " * (i % 7) for i in range(20_000)]
+    table = pa.table({"text": texts})
+    (folder / "one").mkdir()
+    (folder / "few").mkdir()
+    pq.write_table(table, str(folder / "one" / "rows.parquet"), row_group_size=1)
+    pq.write_table(table, str(folder / "few" / "rows.parquet"), row_group_size=5_000)
+    return folder
+
+
+def test_a_parquet_file_of_20000_row_groups_is_few_items_each_knowing_its_first_row(
+        many_row_groups):
+    (f,) = discovery.discover([str(many_row_groups / "one" / "rows.parquet")])
+    (whole,) = readers.plan_items([f])  # the default --split-bytes: one item, one footer read
+    assert whole.row_groups == tuple(range(20_000)) and whole.first_row == 0
+    uncompressed = sum(size for _, size in readers.parquet_row_groups(f.path))
+    items = readers.plan_items([f], split_bytes=uncompressed // 4)  # cut by bytes, in order
+    assert 4 <= len(items) <= 5
+    assert [g for i in items for g in i.row_groups] == list(range(20_000))
+    rows = []
+    for item in items:
+        assert item.first_row == len(rows)
+        for first, values in readers.read_parquet(item, ["text"]):
+            assert first == len(rows)  # each row group's rows numbered where the file has them
+            rows.extend(values["text"])
+    assert rows == pq.read_table(str(many_row_groups / "few" / "rows.parquet"))["text"].to_pylist()
+
+
+def test_clearing_the_shards_records_before_a_run_lists_each_folder_once(
+        tmp_path, hf_tokenizer, monkeypatch):
+    """Before the run, the failure records and error files of the shards it redoes go: found
+    in one listing of each folder, not by removing each shard's (absent) files, a request per
+    shard on object storage."""
+    from dataio import fs as fsutil
+    from pipelines import tokenize
+    from pipelines.tokenize import driver
+
+    inp, out = tmp_path / "in", tmp_path / "out"
+    inp.mkdir()
+    for i in range(SHARDS):
+        (inp / f"f{i:03d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
+    failed = manifest.failure_record_path(str(out), "f007_text_document")
+    bad = manifest.errors_path(str(out), "f009")
+    for path in (failed, bad):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("{}\n")
+    _, options, _ = tokenize.setup(["--input", str(inp), "--output", str(out), "--tokenizer-type",
+                                    "HuggingFaceTokenizer", "--tokenizer-model",
+                                    str(hf_tokenizer), "--append-eod"])
+    job = tokenize.plan(options, checked=True)
+    assert len(job.to_process) == SHARDS
+    removed: list[str] = []
+    original = fsutil.remove
+    monkeypatch.setattr(fsutil, "remove", lambda path: (removed.append(path), original(path)))
+    driver.prepare_output(job)
+    assert sorted(removed) == sorted([failed, bad])
+    assert not os.path.exists(failed) and not os.path.exists(bad)
+
+
+def test_reading_back_what_became_of_many_shards_asks_each_folder_once(tmp_path, monkeypatch):
+    """Where the runner hands no results back (Spark; more shards than Beam's string set
+    holds), the driver reads the records: which failed and how many bad records each input
+    has come from one listing of each folder, not an existence check per shard."""
+    from dataio import fs as fsutil
+    from dataio.indexed import Counts
+
+    out = str(tmp_path / "out")
+    shards = [f"f{i:03d}_text_document" for i in range(SHARDS)]
+    for i, shard in enumerate(shards):
+        fsutil.write_bytes_atomic(manifest.commit_record_path(out, shard), json.dumps(
+            {"name": shard + "_dc=1_sc=1_tc=2", "fingerprint": "fp", "documents": 1,
+             "sequences": 1, "tokens": 2, "input_bytes": 10 + i}).encode())
+    fsutil.write_bytes_atomic(manifest.failure_record_path(out, shards[3]),
+                              json.dumps({"reason": "bad gzip"}).encode())
+    fsutil.write_bytes_atomic(manifest.errors_path(out, "f005"), b"{}\n{}\n")
+    monkeypatch.setattr(fsutil, "exists", lambda path: pytest.fail(f"asked for {path}"))
+    failures = fsutil.files_under(fsutil.join(out, manifest.FAILURES_DIR))
+    results = [manifest.shard_result(out, s, "fp", failures=failures) for s in shards]
+    assert [r.failed for r in results].count("bad gzip") == 1 and results[3].failed
+    assert results[4] == ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
+                                              Counts(1, 1, 2), input_bytes=14)
+    assert manifest.count_bad_records(out, [f"f{i:03d}" for i in range(SHARDS)]) == 2
