@@ -173,7 +173,7 @@ class HFBackendTokenizer(RustTokenizer):
 class ResolvedHFTokenizer(Tokenizer):
     """A worker's stand-in for :class:`HuggingFaceTokenizer` under the Rust backends: the
     tokenizer, vocabulary, EOD and BOS the driver resolved (``spec.resolved``,
-    transforms/hf_resolved.py), without transformers. It is not a backend itself: Megatron's
+    hf_resolved.py), without transformers. It is not a backend itself: Megatron's
     ids come from transformers' calls, which it does not make."""
 
     library = "transformers"
