@@ -43,6 +43,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re  # YARN_ID on main (r26); unused here until the merge
 import shlex
 import subprocess
 import sys
