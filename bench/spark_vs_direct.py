@@ -56,7 +56,7 @@ from flink_vs_direct import (  # noqa: E402
     check_and_clear, job_args, make_corpus, run_direct, run_slurm)
 
 from pipelines import demo  # noqa: E402
-from runners import spark  # noqa: E402
+from runners import spark_request  # noqa: E402
 from tests.clusters import local_spark  # noqa: E402
 from tests.clusters.local_slurm import LocalSlurm  # noqa: E402
 
@@ -113,7 +113,7 @@ def breakdown(t: dict[str, float]) -> dict[str, float]:
 def beam_uber_jar_cost(scratch: str) -> tuple[float, float, int]:
     """(build s, stage s, bytes) of the per-job jar Beam's own path makes: a copy of the
     job-server jar (Beam copies it, then appends the pipeline) staged for each job."""
-    runtime = spark.runtime_jar({"job_server_jar": None, "cache_dir": CACHE})
+    runtime = spark_request.runtime_jar({"job_server_jar": None, "cache_dir": CACHE})
     uber, staged = os.path.join(scratch, "uber.jar"), os.path.join(scratch, "staged-uber.jar")
     t0 = time.monotonic()
     shutil.copyfile(runtime, uber)

@@ -27,7 +27,7 @@ from dataio.readers import (LONGEST_SUFFIX_FIRST, SUPPORTED_SUFFIXES, InputError
 
 
 # A compressed file is one work item, read by one worker from start to end: above this size
-# discovery says so (4 GiB takes one core about 2 minutes at ~37 MB/s in the job).
+# discovery says so (one core reads it alone: minutes for a few GiB).
 WHOLE_FILE_NOTE_BYTES = 4 << 30
 
 

@@ -71,8 +71,9 @@ def is_local(path: str) -> bool:
 # without_credentials(url), url_like(base, inner), location(path) -> (root, path) | None, and the
 # flags trusted_listing (listing details are what info() says) and writes_whole (one write is
 # all-or-nothing). The providers are imported on the first URL, by name, as fsspec's own
-# registry names adlfs: an optional extra does not load with every local path, and fs imports
-# no provider module (each imports fs to register itself).
+# registry names adlfs: a provider imports fs to register itself, so fs cannot import it at the
+# top (a cycle), and a plain import inside a function would be the same cycle, hidden; by name,
+# an optional extra (azure) also stays unloaded while every path is local.
 SCHEME_PROVIDERS = ("dataio.azure",)
 _SCHEMES: list = []
 _providers_lock = threading.RLock()  # a provider importing fs functions re-enters

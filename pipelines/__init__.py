@@ -8,14 +8,21 @@ unconditionally, and it loads the Azure SDK and azure-identity whenever they are
 (adlfs needs them); Beam has no option to leave a filesystem out. Beam's filesystems module
 catches ModuleNotFoundError for a filesystem whose packages are absent, and a ``None`` in
 ``sys.modules`` raises exactly that. It is set here because this package is imported before
-any command module imports Beam (``python -m pipelines.X`` imports it first; so does a local
-worker, runners/worker_main.py).
+any command module imports Beam (``python -m pipelines.X`` imports it first); a local worker
+calls :func:`leave_beam_azure_unloaded` itself before it imports Beam (runners/worker_main.py).
 """
 
 import sys
 
 BEAM_AZURE_FILESYSTEM = "apache_beam.io.azure.blobstoragefilesystem"
-sys.modules.setdefault(BEAM_AZURE_FILESYSTEM, None)
+
+
+def leave_beam_azure_unloaded() -> None:
+    """Make ``import apache_beam`` skip its Azure filesystem (see above); before Beam's import."""
+    sys.modules.setdefault(BEAM_AZURE_FILESYSTEM, None)
+
+
+leave_beam_azure_unloaded()
 
 # A command's log is set up before its module runs, so that Beam's import-time chatter obeys
 # --log-level in every command (reshard imports Beam at the top). While ``python -m

@@ -76,8 +76,8 @@ class InputOutputFlags:
                                  "into an output holding shards of another tokenizer or other "
                                  "options (refused otherwise)")
         # Resume key: path, size and mtime/etag; a local edit that keeps the size and restores
-        # the mtime is only seen by hashing the bytes. On by default: bench/verify_inputs.py
-        # measured +4.2% CPU time on a 500 MB first run (0.54 s of hashing; the bar was 5%).
+        # the mtime is only seen by hashing the bytes. On by default: hashing costs a few percent
+        # of a first run's CPU time (bench/verify_inputs.py measures it).
         parser.add_argument("--verify-inputs", dest="verify_inputs", action="store_true",
                             default=True,
                             help="(default) resume by content too: hash every local input "

@@ -38,7 +38,9 @@ if __name__ == "__main__":
     silent.setLevel(logging.CRITICAL + 1)
     logging.getLogger().addHandler(silent)
 
-    import pipelines  # noqa: F401 - Beam's Azure filesystem stays unloaded (pipelines/__init__.py)
+    import pipelines
+
+    pipelines.leave_beam_azure_unloaded()
     from runtime import errors, log, workers
 
     log.setup(others=False)  # tokenbeam's lines at the driver's --log-level (from its environment)

@@ -47,7 +47,8 @@ from runtime.text import printable
 
 DRIVER_ENV = "TOKENBEAM_DRIVER_PID"
 NOTES_ENV = "TOKENBEAM_WORKER_NOTES"  # the driver's folder where workers note their work
-# A --runner value Beam resolves by import: runners/local_runner.py (this module is Beam-free).
+# runners/local_runner.py's class as a --runner value, by name: Beam imports it from that string,
+# and neither pipelines/ (which sets it) nor this Beam-free module may import runners/.
 RUNNER = "runners.local_runner.LocalRunner"
 _PR_SET_PDEATHSIG = 1
 

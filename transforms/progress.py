@@ -46,7 +46,7 @@ from runtime import errors, log, workers
 
 MB = 10**6  # the unit of every size and rate tokenbeam prints
 # A local worker notes its counts at most this often (a note is a small file written and
-# renamed, ~0.1-0.3 ms; a batch of --batch-documents 16 can take about that), and at each
+# renamed, which can take as long as a small batch does), and at each
 # bundle's end.
 NOTE_EVERY = 0.2
 

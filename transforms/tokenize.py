@@ -41,7 +41,7 @@ from transforms.documents import (ERRORS_TAG, BadRecordReport, bad_record_error,
                                   batch_bad_record)
 from dataio.elements import DocumentBatch, TokenBatch
 from dataio.storage_fn import StorageDoFn
-from transforms.tokenize_config import TokenizeConfig  # noqa: F401 (its public name here too)
+from transforms.tokenize_config import TokenizeConfig
 from transforms.tokenizer import TokenizerSpec, load_tokenizer
 
 # Texts (documents, or sentences with --split-sentences) that the fast backend's routing sent to

@@ -275,12 +275,12 @@ def what_is_kept(job: Job) -> str:
         total = sum(size_of.get(stem, 0) for stem in {s.stem for s in job.to_process})
         done_items = parts.done_items(job.output)
         kept = 0
-        for plan in job.stem_plans().values():
-            if all(shard in committed for shard, _, _ in plan.shards):
-                kept += size_of.get(plan.stem, 0)
+        for stem_plan in job.stem_plans().values():
+            if all(shard in committed for shard, _, _ in stem_plan.shards):
+                kept += size_of.get(stem_plan.stem, 0)
                 continue
-            for key in done_items.get(plan.folder, ()):
-                kept += int((parts.read_record(job.output, plan.folder, key) or {}).get(
+            for key in done_items.get(stem_plan.folder, ()):
+                kept += int((parts.read_record(job.output, stem_plan.folder, key) or {}).get(
                     "file_bytes", 0))
     except Exception:  # noqa: BLE001 - storage gone with the run: say nothing more
         return "the shards and items finished so far are kept"

@@ -96,12 +96,12 @@ def test_write_shards_commits_in_input_order_and_reports_every_planned_shard(tmp
     left = [f for _, _, files in os.walk(sink.temporary_dir(out, RUN)) for f in files]
     assert left == []  # every part removed once its shard is committed
     # What was committed comes back through the runner as Beam counters, not from the files.
-    from pipelines.tokenize import graph as _tokenize_graph
+    from pipelines.tokenize import graph
 
-    assert _tokenize_graph.figures(p.result) == {
+    assert graph.figures(p.result) == {
         "parts": 4, "shards_committed": 3, "documents": 6, "sequences": 7, "tokens": 11,
         "input_bytes": 38}
-    reported = _tokenize_graph.shard_results(p.result)
+    reported = graph.shard_results(p.result)
     assert reported == {a: ShardResult(a, "a_text_document_dc=5_sc=6_tc=10", Counts(5, 6, 10),
                                             input_bytes=28),
                         b: ShardResult(b, "b_text_document_dc=0_sc=0_tc=0", Counts()),
@@ -145,9 +145,9 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
         written = (p | beam.Create([("a", r[0]), ("b", other), ("a", r[1]), ("a", r[2])])
                    | sink.WriteErrors(out))
         assert_that(written, equal_to([("a", 3), ("b", 1)]))
-    from pipelines.tokenize import graph as _tokenize_graph
+    from pipelines.tokenize import graph
 
-    assert _tokenize_graph.figures(p.result) == {"bad_records": 4}
+    assert graph.figures(p.result) == {"bad_records": 4}
     lines = open(f"{out}/_errors/a.jsonl", encoding="utf-8").read().splitlines()
     assert [json.loads(x) for x in lines] == [x.as_json() for x in (r[1], r[2], r[0])]
     assert "caf\u00e9" in lines[0]  # readable text, not \\u escapes

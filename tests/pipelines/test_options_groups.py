@@ -1,7 +1,6 @@
 """pipelines/options.py: each job parses its own option groups (and Beam's and the runners'
 flags), never another job's; each group's validate() is called from one place."""
 
-import importlib
 import os
 
 import pytest
@@ -43,11 +42,12 @@ def test_a_job_with_its_groups_refuses_tokenize_flags():
 
 
 def test_beams_and_the_runners_flags_pass():
-    importlib.import_module("runners.spark_jar")  # declares Spark's --storage_level
+    from runners.spark_jar import SparkJobOptions  # declares Spark's --storage_level
 
     options = beam_options.parse([*ARGV, "--runner=DirectRunner", "--direct_num_workers=1",
                           "--storage_level=MEMORY_AND_DISK"], groups=opts.GROUPS)
     assert options.get_all_options()["storage_level"] == "MEMORY_AND_DISK"
+    assert options.view_as(SparkJobOptions).storage_level == "MEMORY_AND_DISK"
 
 
 def test_without_groups_it_is_the_tokenize_jobs_parse():

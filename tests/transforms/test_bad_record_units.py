@@ -13,6 +13,7 @@ from dataio import naming
 from dataio.elements import WorkItem
 from transforms import documents as docs
 from transforms import tokenize as tz
+from transforms.tokenize_config import TokenizeConfig
 from transforms.tokenizer import TokenizerSpec
 from dofn_bundle import bundle
 from punkt_data import megatron_language_vars
@@ -69,7 +70,7 @@ def _batch(tmp_path, texts):
 
 
 def _tokenize_fn(**config):
-    cfg = tz.TokenizeConfig(keys=("text",), append_eod=True, log_interval=0, **config)
+    cfg = TokenizeConfig(keys=("text",), append_eod=True, log_interval=0, **config)
     name = naming.base_name("d", "text", cfg.level)  # as the driver plans it
     fn = tz._TokenizeFn(TokenizerSpec("NullTokenizer", vocab_size=50), cfg,
                         shard_names={("d", "text", False): name,

@@ -9,6 +9,7 @@ import numpy as np
 
 from transforms import coders
 from transforms import tokenize as tz
+from transforms.tokenize_config import TokenizeConfig
 from dataio.elements import TokenBatch
 from dataio.elements import DocumentBatch
 from transforms.read import ReadDocuments
@@ -46,7 +47,7 @@ def test_the_transforms_batch_outputs_use_it():
     p = beam.Pipeline()
     read = p | beam.Create([]) | ReadDocuments(["text"])
     tokens = read["documents"] | tz.TokenizeDocuments(
-        TokenizerSpec(kind="NullTokenizer", vocab_size=10), tz.TokenizeConfig(keys=("text",)),
+        TokenizerSpec(kind="NullTokenizer", vocab_size=10), TokenizeConfig(keys=("text",)),
         shard_names={})
     for pcoll in (read["documents"], tokens["tokens"]):
         assert isinstance(beam.coders.registry.get_coder(pcoll.element_type), coders.BatchCoder)

@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import naming
 from transforms import tokenize as tz
+from transforms.tokenize_config import TokenizeConfig
 from dataio.elements import TokenBatch
 from transforms.documents import ERRORS_TAG
 from dataio.elements import DocumentBatch
@@ -37,7 +38,7 @@ def view(tb: TokenBatch):
 
 
 def config(*keys, **kwargs):
-    return tz.TokenizeConfig(keys=keys or ("text",), log_interval=0, **kwargs)
+    return TokenizeConfig(keys=keys or ("text",), log_interval=0, **kwargs)
 
 
 def planned_names(cfg, stems=("web", "r", "d")):

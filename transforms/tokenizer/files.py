@@ -163,7 +163,7 @@ def _suggestion(kind: str, path: str) -> str:
     if kind == TIKTOKEN_BPE:
         return ("Megatron's TikTokenizer reads tiktoken's JSON list form ([{\"rank\", "
                 "\"token_bytes\", \"token_str\"}, ...]), not this text form: convert it, then "
-                f"give --tokenizer-type TikTokenizer --tokenizer-model FILE.json")
+                "give --tokenizer-type TikTokenizer --tokenizer-model FILE.json")
     return f"did you mean {flags_for(kind, path)}?"
 
 

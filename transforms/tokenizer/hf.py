@@ -109,8 +109,8 @@ class HuggingFaceTokenizer(Tokenizer):
         self._path = path
 
     def ids_as_before(self) -> bool:
-        """Whether tokenizer.json read alone by ``tokenizers`` (what tokenbeam encoded with
-        before transformers loaded folders, issue 25) gives these ids: same vocabulary size and
+        """Whether tokenizer.json read alone by ``tokenizers`` (what earlier tokenbeam
+        versions encoded with, before transformers loaded folders) gives these ids: same vocabulary size and
         ids on the probe texts, the folder's special tokens among them. Where not, the configs
         change the ids, and shards committed before must not be kept (describe: the key moves).
         Found once per tokenizer (the driver asks for the workers' record and for describe)."""
@@ -173,7 +173,7 @@ class HFBackendTokenizer(RustTokenizer):
 class ResolvedHFTokenizer(Tokenizer):
     """A worker's stand-in for :class:`HuggingFaceTokenizer` under the Rust backends: the
     tokenizer, vocabulary, EOD and BOS the driver resolved (``spec.resolved``,
-    transforms/hf_resolved.py), without transformers. It is not a backend itself: Megatron's
+    hf_resolved.py), without transformers. It is not a backend itself: Megatron's
     ids come from transformers' calls, which it does not make."""
 
     library = "transformers"

@@ -1,6 +1,6 @@
 """A HuggingFace folder's Rust tokenizer as the driver resolved it, carried to the workers.
 
-The driver loads the folder with transformers (transforms/hf_auto.py, about 1 s) and self-checks
+The driver loads the folder with transformers (hf_auto.py) and self-checks
 the ``tokenizers.Tokenizer`` transformers ended up with against transformers' own ids. When a
 Rust backend was chosen (``fast``: gigatoken built from it; ``tokenizers``: that tokenizer
 itself), what a worker needs is that tokenizer and a few numbers, not transformers: a

@@ -89,8 +89,8 @@ def describe(spec: TokenizerSpec, tok: Tokenizer) -> dict:
     """The tokenizer's entry in metadata.json (and part of every shard's resume key: its
     digests, not its paths, which are recorded resolved so that they name the files from any
     folder). A HuggingFace folder whose configs change the ids from those of its tokenizer.json
-    alone adds ``loader: transformers`` to the options: shards committed before issue 25 with the
-    same files are then redone, not kept; other folders keep their keys."""
+    alone adds ``loader: transformers`` to the options: shards that earlier versions committed
+    with the same files are then redone, not kept; other folders keep their keys."""
     options = registry.spec_options(spec)
     reference = getattr(tok, "reference", tok)
     if isinstance(reference, HuggingFaceTokenizer):

@@ -16,7 +16,7 @@ from runner_support import PYTHON, ROOT, tokenize_args
 
 from dataio import lock as output_lock
 from runners import config as rc
-from runners import sdk_boot, spark, spark_jar
+from runners import sdk_boot, spark, spark_jar, spark_request
 
 pytestmark = pytest.mark.slow  # whole-job runs / services: see tests/conftest.py
 
@@ -69,7 +69,7 @@ def test_synapse_batches_url():
 
 def test_cluster_staging_dir_renames_staged_paths():
     cfg = _cfg(staging_dir="/mnt/share/staging", cluster_staging_dir="file:///shared/staging")
-    assert spark.cluster_name(cfg, "/mnt/share/staging/jobs/r1/pipeline.jar") == \
+    assert spark_request.cluster_name(cfg, "/mnt/share/staging/jobs/r1/pipeline.jar") == \
         "file:///shared/staging/jobs/r1/pipeline.jar"
 
 
@@ -116,7 +116,7 @@ def test_no_submit_writes_a_small_jar_and_a_secret_free_request(corpus_dir, hf_t
     assert body["className"] == spark_jar.MAIN_CLASS
     assert body["file"] == str(staging / "jobs" / run_dir / "pipeline.jar")
     (runtime_staged,) = body["jars"]
-    assert os.path.basename(runtime_staged).startswith(spark.RUNTIME_PREFIX)
+    assert os.path.basename(runtime_staged).startswith(spark_request.RUNTIME_PREFIX)
     jar = staging / "jobs" / run_dir / "pipeline.jar"
     entries = spark_jar.pipeline_entries(str(jar))
     pipeline = json.loads(entries["BEAM-PIPELINE/pipeline/pipeline.json"])

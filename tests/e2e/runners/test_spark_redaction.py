@@ -1,7 +1,7 @@
 """Issue 23, item 4: a secret a config gives Spark's executors (``spark.executorEnv.*``) is in
 neither Spark's event log (what the History Server shows) nor spark-submit's command line.
 
-The real Spark that scripts/setup.sh provisions runs, through runners/spark.py's own
+The real Spark that scripts/setup.sh provisions runs, through runners/spark_request.py's
 ``spark_submit_argv``, a tiny PySpark job (``--master local[1]``: a full Beam pipeline adds
 minutes and nothing to what is checked) with event logging on; the job checks that the executor
 did get the variables.
@@ -18,7 +18,7 @@ import pytest
 from runner_support import ROOT
 
 from runners import config as rc
-from runners import spark
+from runners import spark_request
 from tests.clusters import local_spark
 from tests.process_watch import run_watching_cmdlines
 
@@ -78,9 +78,9 @@ def test_executor_secrets_stay_out_of_the_event_log_and_the_command_line(spark_h
                        "spark.eventLog.dir": events.as_uri(),
                        "spark.driver.bindAddress": "127.0.0.1",
                        "spark.driver.host": "127.0.0.1"}})
-    staged = spark.Staged(str(job), runtime, str(job), runtime)
-    argv = spark.spark_submit_argv(cfg, staged, run_id="r1", work=str(work))
-    properties = work / spark.SECRET_PROPERTIES
+    staged = spark_request.Staged(str(job), runtime, str(job), runtime)
+    argv = spark_request.spark_submit_argv(cfg, staged, run_id="r1", work=str(work))
+    properties = work / spark_request.SECRET_PROPERTIES
     assert stat.S_IMODE(properties.stat().st_mode) == 0o600
     assert "spark.ui.enabled false" in properties.read_text()
     names = ",".join(k.rsplit(".", 1)[1] for k in SECRETS)
@@ -104,7 +104,7 @@ def test_executor_secrets_stay_out_of_the_event_log_and_the_command_line(spark_h
 def test_a_configured_redaction_regex_is_extended_not_replaced():
     cfg = rc.load(os.path.join(ROOT, "runners/spark.yaml"),
                   {"spark_conf": {"spark.redaction.regex": "(?i)mycompany"}})
-    regex = spark.spark_conf(cfg)["spark.redaction.regex"]
-    assert regex.startswith("(?:(?i)mycompany)|") and spark.SPARK_DEFAULT_REDACTION in regex
-    body = spark.batch_body(cfg, spark.Staged("j", "r", "j", "r"), run_id="r1")
+    regex = spark_request.spark_conf(cfg)["spark.redaction.regex"]
+    assert regex.startswith("(?:(?i)mycompany)|") and spark_request.SPARK_DEFAULT_REDACTION in regex
+    body = spark_request.batch_body(cfg, spark_request.Staged("j", "r", "j", "r"), run_id="r1")
     assert body["conf"]["spark.redaction.regex"] == regex   # Livy / Synapse batches too
