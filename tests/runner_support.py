@@ -5,6 +5,7 @@ tests/clusters)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 
@@ -13,6 +14,17 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.join(ROOT, ".cache")
 PYTHON = sys.executable
+
+
+def submit_flink(*extra, marker="", timeout=480) -> subprocess.CompletedProcess:
+    """``python -m runners.flink submit`` with runners/flink.yaml and the checkout's cache;
+    ``marker`` goes into the environment every process of the run inherits."""
+    cmd = [PYTHON, "-m", "runners.flink", "submit", "--config",
+           os.path.join(ROOT, "runners/flink.yaml"), "--cache-dir", os.path.join(ROOT, ".cache"),
+           *extra]
+    env = dict(os.environ, TOKENBEAM_TEST_MARKER=marker)
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env=env)
 
 
 def tokenize_args(corpus_dir, tokenizer, output) -> list[str]:

@@ -3,23 +3,11 @@ JobManager + TaskManager from the provisioned distribution, Beam's Flink job ser
 provisioned jar, Python SDK workers from a local worker pool (EXTERNAL environment)."""
 
 import json
-import os
 import shlex
-import subprocess
 import urllib.request
 
-from runner_support import (PYTHON, ROOT, assert_no_processes_left, flink_temp_entries, shards,
+from runner_support import (assert_no_processes_left, flink_temp_entries, shards, submit_flink,
                             tokenize_args)
-
-
-def _submit(*extra, marker="", timeout=480):
-    """``marker`` goes into the environment every process of the run inherits."""
-    cmd = [PYTHON, "-m", "runners.flink", "submit", "--config",
-           os.path.join(ROOT, "runners/flink.yaml"), "--cache-dir", os.path.join(ROOT, ".cache"),
-           *extra]
-    env = dict(os.environ, TOKENBEAM_TEST_MARKER=marker)
-    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                          env=env)
 
 
 def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, corpus_dir,
@@ -27,7 +15,7 @@ def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, c
     out = tmp_path / "flink-out"
     temp_before = flink_temp_entries()
     marker = f"flink-run-{tmp_path}"
-    proc = _submit("--flink-master", flink_cluster.rest,
+    proc = submit_flink("--flink-master", flink_cluster.rest,
                    "--set", "sdk_worker.worker_pool=127.0.0.1:0",
                    "--set", "sdk_worker.parallelism=2",
                    "--", *tokenize_args(corpus_dir, hf_tokenizer, out), marker=marker)
@@ -50,7 +38,7 @@ def test_tokenize_on_flink_matches_direct_runner(flink_cluster, direct_output, c
 
 def test_version_mismatch_is_refused_before_submitting(flink_cluster, corpus_dir, hf_tokenizer,
                                                        tmp_path):
-    proc = _submit("--flink-master", flink_cluster.rest, "--flink-version", "2.2", "--",
+    proc = submit_flink("--flink-master", flink_cluster.rest, "--flink-version", "2.2", "--",
                    *tokenize_args(corpus_dir, hf_tokenizer, tmp_path / "o"), timeout=120)
     assert proc.returncode == 2
     assert "runs Flink 1." in proc.stderr or "built for Flink" in proc.stderr
@@ -59,7 +47,7 @@ def test_version_mismatch_is_refused_before_submitting(flink_cluster, corpus_dir
 def test_no_submit_prints_the_flink_command_and_runs_nothing(flink_cluster, flink_stack,
                                                              corpus_dir, hf_tokenizer, tmp_path):
     out = tmp_path / "o"
-    proc = _submit("--flink-master", flink_cluster.rest, "--no-submit", "--",
+    proc = submit_flink("--flink-master", flink_cluster.rest, "--no-submit", "--",
                    *tokenize_args(corpus_dir, hf_tokenizer, out), "--azure-sas-token", "S3CRET",
                    timeout=120)
     assert proc.returncode == 0, proc.stderr
