@@ -49,3 +49,26 @@ def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
 def test_no_cut_inside_a_word():
     text = "x" * 50_000
     assert tk.split_long_text(text, tk.SPACE_AND_PUNCT_CUTS, chunk=1000) == [text]
+
+
+NULL_FORMS = ["1 2 3", "+5 -5 0005 1_000 00_1", "\u0663\u0661 \u0967", "  7\t8\n9  ", "",
+              "-9223372036854775808 9223372036854775807", " ".join(map(str, range(3000)))]
+
+
+def test_null_tokenizer_reads_every_form_int_reads():
+    """NullTokenizer's batch path (numpy's str -> int64) gives int()'s ids on every form Python
+    accepts (sign, leading zeros, underscores, other scripts' digits, any whitespace)."""
+    tok = tk.load_tokenizer(tk.TokenizerSpec("NullTokenizer", vocab_size=1000))
+    ids, lengths = tok.encode_batch(NULL_FORMS)
+    want = [int(x) for text in NULL_FORMS for x in text.split()]
+    assert ids.tolist() == want
+    assert lengths.tolist() == [len(text.split()) for text in NULL_FORMS]
+
+
+@pytest.mark.parametrize("text,error", [("1 two", ValueError), ("1.0", ValueError),
+                                        ("0x10", ValueError), ("\u00b2", ValueError),
+                                        ("9223372036854775808", OverflowError)])
+def test_null_tokenizer_refuses_what_int_refuses(text, error):
+    tok = tk.load_tokenizer(tk.TokenizerSpec("NullTokenizer", vocab_size=1000))
+    with pytest.raises(error):
+        tok.encode_batch(["1 2", text])
