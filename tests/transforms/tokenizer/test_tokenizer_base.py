@@ -1,5 +1,7 @@
 """Tokenizer layer: long texts cut into pieces give exactly the ids of the whole text."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,24 @@ def test_null_tokenizer_refuses_what_int_refuses(text, error):
     tok = tk.load_tokenizer(tk.TokenizerSpec("NullTokenizer", vocab_size=1000))
     with pytest.raises(error):
         tok.encode_batch(["1 2", text])
+
+
+TIKTOKEN_VOCAB = os.path.join(os.path.dirname(__file__), "..", "..", "data",
+                              "megatron_tokenizers", "tiktoken", "vocab.json")
+
+
+def test_tiktoken_gives_encode_with_specials_ids_with_or_without_specials():
+    """TikTokenizer encodes texts without a special token by tiktoken's encode_ordinary (the
+    fast call) and the others with special tokens allowed; in every mix the ids are those of
+    tiktoken's encode with special tokens allowed, in order (Megatron's default path)."""
+    tok = tk.load_tokenizer(tk.TokenizerSpec("TikTokenizer", model=TIKTOKEN_VOCAB,
+                                             tiktoken_pattern="v2", vocab_size=2024))
+    texts = ["plain text, no special", "a </s> inside", "", "<s>start", "x <SPECIAL_999> y",
+             "near miss < s> <SPECIAL_1000> </ s>", "more plain text \u00e9\u4e2d", "<unk>"]
+    for batch in (texts, texts[:1], [texts[1]], texts[::-1]):
+        ids, lengths = tok.encode_batch(batch)
+        want = tok._enc.encode_batch(batch, allowed_special="all")
+        assert lengths.tolist() == [len(w) for w in want]
+        assert ids.tolist() == [i for w in want for i in w]
+    ids, _ = tok.encode_batch(["a </s> b"])
+    assert tok.eod in ids.tolist()  # the special token, not its characters
