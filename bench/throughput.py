@@ -72,12 +72,14 @@ NULL_VOCAB = 65000  # NullTokenizer's --vocab-size: ids below it, uint16 shards
 
 # --- the corpus ---------------------------------------------------------------------------------
 
-def _text_lines(k: int):
-    """JSONL lines of file k: demo documents, a huge one (~1-3 MB) every 503 lines, each
-    seeded by (file, line) so that no two files repeat a text."""
+def _text_lines(k: int, per_file: int):
+    """JSONL lines of file k: demo documents and, every 503 lines from the 51st, a huge one
+    (1-3 MB, smaller in small files: about a quarter of the 1x file), each seeded by (file,
+    line) so that no two files repeat a text."""
+    sentences = max(100, min(20000, per_file // 400))
     for i, rec in enumerate(demo.documents(1000 + k, 10**9, long_every=211, empty_every=97)):
-        if i % 503 == 502:
-            rec["text"] = demo.document(random.Random(k * 10**7 + i), "en", sentences=20000)
+        if i % 503 == 50:
+            rec["text"] = demo.document(random.Random(k * 10**7 + i), "en", sentences=sentences)
         yield json.dumps(rec, ensure_ascii=False) + "\n"
 
 
@@ -85,7 +87,7 @@ def _int_lines(k: int):
     """JSONL lines of whitespace-separated integers below NULL_VOCAB (NullTokenizer)."""
     rng = random.Random(k)
     while True:
-        n = rng.choice((1, 5, 60, 300, 2000, 20000))
+        n = rng.choice((1, 5, 60, 300, 2000))
         yield json.dumps({"text": " ".join(str(rng.randrange(NULL_VOCAB)) for _ in range(n))}) \
             + "\n"
 
@@ -102,17 +104,23 @@ def make_corpus(folder: str, mb: float, ints: bool = False) -> dict[str, list[st
     done = os.path.join(folder, f"done-{per_file}")
     if not os.path.exists(done):
         for k in range(FILES):
-            lines = _int_lines(k) if ints else _text_lines(k)
-            size = 0
+            lines = _int_lines(k) if ints else _text_lines(k, per_file)
+            size, x1_open = 0, True
             with open(out["x1"][k], "w", encoding="utf-8") as x1, \
                     open(out["x4"][k], "w", encoding="utf-8") as x4:
                 for line in lines:
-                    if size < per_file:
+                    n = len(line.encode("utf-8"))
+                    # x1 stops at the first line that would pass its size; x4 skips such lines
+                    # (a huge document) and goes on: both end within a line of their size
+                    x1_open = x1_open and size + n <= per_file
+                    if size + n > 4 * per_file:
+                        if 4 * per_file - size < 4096:
+                            break
+                        continue
+                    if x1_open:
                         x1.write(line)
                     x4.write(line)
-                    size += len(line.encode("utf-8"))
-                    if size >= 4 * per_file:
-                        break
+                    size += n
         with open(out["x1"][0], encoding="utf-8") as f, \
                 open(out["one"][0], "w", encoding="utf-8") as one:
             one.write(f.readline())
