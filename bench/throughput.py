@@ -23,7 +23,8 @@ Rows per kind (medians of --repeats; each run a fresh process):
                instance, ids left in the library's own buffer where it has one: gigatoken
                (``len(encode_batch(texts[i:i+4096]).layout.content)``) when the job's self-check
                chose it (it is exact), else tokenizers' encode_batch_fast / sentencepiece with
-               num_threads / tiktoken's encode_ordinary_batch; NullTokenizer: numpy's int parse
+               num_threads / tiktoken's encode_ordinary_batch (exact on texts holding no
+               special token); NullTokenizer: numpy's int parse
                of ``text.split()`` (one core); BertWordPiece: tokenizers' BertWordPieceTokenizer
                (a ceiling only: the job runs Megatron's Python WordPiece)
   tokenbeam    ``python -m pipelines.tokenize`` with default options (+ --append-eod), whole
