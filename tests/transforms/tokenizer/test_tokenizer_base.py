@@ -1,5 +1,7 @@
 """Tokenizer layer: long texts cut into pieces give exactly the ids of the whole text."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -49,3 +51,47 @@ def test_encode_batch_cuts_long_texts(hf_tokenizer, long_text, monkeypatch):
 def test_no_cut_inside_a_word():
     text = "x" * 50_000
     assert tk.split_long_text(text, tk.SPACE_AND_PUNCT_CUTS, chunk=1000) == [text]
+
+
+NULL_FORMS = ["1 2 3", "+5 -5 0005 1_000 00_1", "\u0663\u0661 \u0967", "  7\t8\n9  ", "",
+              "-9223372036854775808 9223372036854775807", " ".join(map(str, range(3000)))]
+
+
+def test_null_tokenizer_reads_every_form_int_reads():
+    """NullTokenizer's batch path (numpy's str -> int64) gives int()'s ids on every form Python
+    accepts (sign, leading zeros, underscores, other scripts' digits, any whitespace)."""
+    tok = tk.load_tokenizer(tk.TokenizerSpec("NullTokenizer", vocab_size=1000))
+    ids, lengths = tok.encode_batch(NULL_FORMS)
+    want = [int(x) for text in NULL_FORMS for x in text.split()]
+    assert ids.tolist() == want
+    assert lengths.tolist() == [len(text.split()) for text in NULL_FORMS]
+
+
+@pytest.mark.parametrize("text,error", [("1 two", ValueError), ("1.0", ValueError),
+                                        ("0x10", ValueError), ("\u00b2", ValueError),
+                                        ("9223372036854775808", OverflowError)])
+def test_null_tokenizer_refuses_what_int_refuses(text, error):
+    tok = tk.load_tokenizer(tk.TokenizerSpec("NullTokenizer", vocab_size=1000))
+    with pytest.raises(error):
+        tok.encode_batch(["1 2", text])
+
+
+TIKTOKEN_VOCAB = os.path.join(os.path.dirname(__file__), "..", "..", "data",
+                              "megatron_tokenizers", "tiktoken", "vocab.json")
+
+
+def test_tiktoken_gives_encode_with_specials_ids_with_or_without_specials():
+    """TikTokenizer encodes texts without a special token by tiktoken's encode_ordinary (the
+    fast call) and the others with special tokens allowed; in every mix the ids are those of
+    tiktoken's encode with special tokens allowed, in order (Megatron's default path)."""
+    tok = tk.load_tokenizer(tk.TokenizerSpec("TikTokenizer", model=TIKTOKEN_VOCAB,
+                                             tiktoken_pattern="v2", vocab_size=2024))
+    texts = ["plain text, no special", "a </s> inside", "", "<s>start", "x <SPECIAL_999> y",
+             "near miss < s> <SPECIAL_1000> </ s>", "more plain text \u00e9\u4e2d", "<unk>"]
+    for batch in (texts, texts[:1], [texts[1]], texts[::-1]):
+        ids, lengths = tok.encode_batch(batch)
+        want = tok._enc.encode_batch(batch, allowed_special="all")
+        assert lengths.tolist() == [len(w) for w in want]
+        assert ids.tolist() == [i for w in want for i in w]
+    ids, _ = tok.encode_batch(["a </s> b"])
+    assert tok.eod in ids.tolist()  # the special token, not its characters
