@@ -420,7 +420,7 @@ def print_plan(job: Job, out=None) -> None:
         # the run fails the shards of a file it cannot read (exit 1), as it says
         fails = isinstance(found, str) and found.startswith("unreadable: ")
         line = found.line() if isinstance(found, estimate.Estimate) else found
-        print(f"  {shown(f.path)}  {f.size / MB:.2f} MB  {line}", file=out)
+        print(f"  {shown(f.path)}  {f.size / MB:.2f} MB  {shown(line)}", file=out)
         if f.path in sampled:
             print(f"    sampled: {sampled[f.path]}", file=out)
         if bad_note:

@@ -53,8 +53,9 @@ def test_a_folder_named_with_a_newline_forges_no_line(hf_tokenizer, tmp_path, ca
     if dry_run:
         assert code == 0, captured.err
         listed = [line for line in captured.out.splitlines() if line.startswith("  /")]
-        assert listed == [f"  {shown}/bad.jsonl.gz  0.00 MB  nothing could be decompressed: "
-                          "not a readable jsonl.gz file",
+        assert listed == [f"  {shown}/bad.jsonl.gz  0.00 MB  unreadable: {shown}/bad.jsonl.gz: "
+                          "nothing decompresses: not a jsonl.gz file, or damaged from its start "
+                          "(re-copy it or leave it out)",
                           f"  {shown}/good.jsonl  0.00 MB  " + listed[1].split("MB  ", 1)[1]]
     else:
         assert code == 1, captured.err
