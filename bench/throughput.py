@@ -58,6 +58,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from pipelines import demo  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import megatron_live  # noqa: E402
 
 MB = 10**6  # a megabyte is 10^6 bytes in every figure tokenbeam prints
 FILES = 32
@@ -396,9 +398,9 @@ def tokenbeam(input_dir: str, out_dir: str, flags: list[str]) -> dict:
 
 
 def megatron(input_path: str, out_dir: str, flags: list[str]) -> dict | None:
-    python = os.environ.get("TOKENBEAM_MEGATRON_PYTHON", "/work/megatron-venv/bin/python")
-    lm = os.environ.get("MEGATRON_LM", "/work/megatron-lm-0.16.1")
-    if not (os.path.exists(python) and os.path.isdir(lm)):
+    # the one lookup of a live Megatron (TOKENBEAM_MEGATRON_PYTHON / MEGATRON_LM, else .cache/)
+    python, lm = megatron_live.megatron_python(), megatron_live.megatron_checkout()
+    if not (python and lm):
         return None
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
