@@ -117,6 +117,9 @@ class PartInfo:
     order: tuple[int, int]  # (work item, batch): the part's place in input order
     prefix: str
     counts: Counts
+    # The shard's final name where the part writer committed the shard itself (an input of one
+    # item, written from memory: ``prefix`` is then the shard's final files)
+    committed: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -486,6 +486,39 @@ def remove(path: str) -> None:
         pass
 
 
+def sync_filesystem(path: str) -> None:
+    """Make everything written to the local filesystem holding ``path`` durable: one
+    ``syncfs(2)`` (Linux; ``sync(2)`` elsewhere), for many files at once where an fsync each
+    would cost a disk wait each. Object stores: nothing to do (a write there is durable once
+    it returns)."""
+    if not is_local(path):
+        return
+    folder = os.path.abspath(path.removeprefix("file://"))
+    while not os.path.isdir(folder):
+        folder = os.path.dirname(folder)
+    if _syncfs is None:
+        os.sync()
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+def _load_syncfs():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_syncfs = _load_syncfs() if sys.platform.startswith("linux") else None
+
+
 def remove_tree(path: str) -> None:
     """Delete a folder and everything under it, if it exists."""
     fs, inner = filesystem_and_path(path)

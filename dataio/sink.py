@@ -73,6 +73,9 @@ __all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalli
            "temporary_dir"]
 
 METRICS = "tokenbeam"  # the namespace of the sink's counters
+# The batches of kept work items the part writer holds in memory, at most (tokens and index
+# arrays; see _WritePartFn): past it, they are written as parts.
+HOLD_BYTES = 256 << 20
 _metric = beam.metrics.Metrics.counter
 PARTS = _metric(METRICS, "parts")
 SHARDS_COMMITTED = _metric(METRICS, "shards_committed")
@@ -187,6 +190,7 @@ class _Committer:
         self._counted_names = counted_names  # False: Megatron's names (--output-prefix)
         self._guard = guard  # dataio.lock.OutputGuard: still ours? (None: cannot be lost)
         self._stale = stale  # as WriteShards' ``stale``
+        self._unsynced = False  # commit records written since the last sync()
 
     def still_ours(self) -> None:
         _stop_if_driver_gone()
@@ -199,11 +203,14 @@ class _Committer:
         fsutil.write_bytes_atomic(failure_record_path(self._output, shard),
                                   json.dumps(record, indent=1).encode())
 
+    def name_of(self, shard: str, counts: Counts) -> str:
+        return (naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
+                if self._counted_names else shard)
+
     def commit(self, shard: str, *, fingerprint: str, resume_key, parts: list[PartInfo],
                counts: Counts, input_bytes: int, reused_bytes: int) -> str:
         """Commit ``shard`` (unless it is already, with this fingerprint); returns its name."""
-        name = (naming.with_counts(shard, counts.documents, counts.sequences, counts.tokens)
-                if self._counted_names else shard)
+        name = self.name_of(shard, counts)
         final = fsutil.join(self._output, name)
         committed, _ = is_committed(self._output, shard, fingerprint)
         if committed:
@@ -215,6 +222,39 @@ class _Committer:
             # lease) removed this run's temporaries; say that, not the missing file
             self.still_ours()
             raise
+        self._record(shard, name, fingerprint=fingerprint, resume_key=resume_key, counts=counts,
+                     input_bytes=input_bytes, reused_bytes=reused_bytes)
+        return name
+
+    def commit_batches(self, shard: str, *, fingerprint: str, resume_key, batches: list,
+                       input_bytes: int) -> tuple[str, Counts]:
+        """Commit ``shard`` from TokenBatches held in memory (an input of one work item): its
+        final files are written once, under their final name, with no part between; returns
+        the name and counts."""
+        counts = Counts(sum(tb.documents for tb in batches),
+                        sum(int(tb.sequence_lengths.size) for tb in batches),
+                        sum(int(tb.tokens.size) for tb in batches))
+        name = self.name_of(shard, counts)
+        committed, _ = is_committed(self._output, shard, fingerprint)
+        if committed:
+            return name, counts
+        self.still_ours()  # final-named files are written only while the output is ours
+        with indexed.IndexedDatasetWriter(fsutil.join(self._output, name),
+                                          dtype=self._dtype) as writer:
+            for tb in sorted(batches, key=lambda tb: tb.order):
+                writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
+        self._record(shard, name, fingerprint=fingerprint, resume_key=resume_key, counts=counts,
+                     input_bytes=input_bytes, reused_bytes=0)
+        return name, counts
+
+    def _record(self, shard: str, name: str, *, fingerprint: str, resume_key, counts: Counts,
+                input_bytes: int, reused_bytes: int) -> None:
+        """The commit record (the shard is committed from here on), then stale files removed.
+        Not fsynced one by one: the DoFn syncs the output's filesystem once per bundle
+        (:func:`dataio.fs.sync_filesystem`). A power cut before that may lose records (their
+        shards are redone), never leave one whose files are not whole: a record names its files'
+        sizes, and a shard whose files differ from them is not committed (manifest.is_committed)."""
+        final = fsutil.join(self._output, name)
         record = {"shard": shard, "name": name, "fingerprint": fingerprint,
                   "documents": counts.documents, "sequences": counts.sequences,
                   "tokens": counts.tokens, "input_bytes": input_bytes,
@@ -225,12 +265,19 @@ class _Committer:
         faults.checkpoint("sink.before_commit_record")
         self.still_ours()
         fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
-                                  json.dumps(record, indent=1).encode())
+                                  (json.dumps(record) + "\n").encode(), durable=False)
+        self._unsynced = True
         faults.checkpoint("sink.before_cleanup")
         self.still_ours()
         fsutil.remove(failure_record_path(self._output, shard))
         self._remove_stale(shard, name)
-        return name
+
+    def sync(self) -> None:
+        """Make the commit records written since the last sync durable (with the files they
+        name): one filesystem sync, not an fsync per record."""
+        if self._unsynced:
+            fsutil.sync_filesystem(self._output)
+            self._unsynced = False
 
     def _merge(self, parts: Iterable[PartInfo], final: str, counts: Counts) -> None:
         parts = sorted(parts, key=lambda p: p.order)
@@ -270,7 +317,14 @@ class _Committer:
 
 class _WritePartFn(StorageDoFn):
     """TokenBatch -> a part; an item's mark (dataio/parts.py ItemMark) -> its item record, or
-    (reused) its kept parts handed on; a stem of one item is then committed at once."""
+    (reused) its kept parts handed on; a stem of one item is then committed at once.
+
+    The batches of a kept work item are held in memory until its mark (up to
+    :data:`HOLD_BYTES` in all; past that they are written as parts). An input of one item, the
+    common case of a corpus of many small files, is then written once, straight to its shards'
+    final names, with no part, item record or parts folder between: a file's cost beyond its
+    bytes is its final files and commit record. An item of a stem of several, and any item
+    whose batches did not all fit, is written as parts (its record names them), as before."""
 
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
                  max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
@@ -287,14 +341,39 @@ class _WritePartFn(StorageDoFn):
         self.start_bundle()
 
     def start_bundle(self):
-        # place -> (shard, PartInfo, input bytes) of the parts written for the item there; an
-        # item's batches and its mark come in one bundle (a retried bundle starts again)
+        # An item's batches and its mark come in one bundle (a retried bundle starts again).
+        # place -> (shard, PartInfo, input bytes) of the parts written for the item there
         self._written: dict[tuple, list] = {}
+        self._held: dict[tuple, list] = {}  # place -> its TokenBatches not yet written
+        self._held_bytes = 0
+        self._spilled: set[tuple] = set()  # places whose batches went out as parts
+
+    def finish_bundle(self):
+        self._committer.sync()
 
     def process(self, tb):
         if tb.mark is not None:
             yield from self._on_mark(tb.mark)
             return
+        if not tb.place or tb.place in self._spilled:
+            yield self._write_part(tb)
+            faults.checkpoint("sink.part_written")
+            return
+        self._held.setdefault(tb.place, []).append(tb)
+        self._held_bytes += tb.estimated_size()
+        faults.checkpoint("sink.part_written")  # (held: written at its mark, or as a part)
+        if self._held_bytes > HOLD_BYTES:
+            for place in list(self._held):
+                yield from self._spill(place)
+
+    def _spill(self, place: tuple):
+        """The held batches of the item at ``place`` written as parts (and any later ones)."""
+        self._spilled.add(place)
+        for tb in self._held.pop(place, ()):
+            self._held_bytes -= tb.estimated_size()
+            yield self._write_part(tb)
+
+    def _write_part(self, tb):
         item, batch = tb.order
         if tb.place:
             prefix = parts.part_prefix(self._output, *tb.place, tb.shard, batch)
@@ -302,27 +381,42 @@ class _WritePartFn(StorageDoFn):
             prefix = fsutil.join(self._temporary, tb.shard, f"{item:06d}-{batch:06d}")
         with indexed.IndexedDatasetWriter(prefix, dtype=self._dtype) as writer:
             writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
-        faults.checkpoint("sink.part_written")
         PARTS.inc()
         counts = Counts(tb.documents, int(tb.sequence_lengths.size), int(tb.tokens.size))
         info = PartInfo(order=tb.order, prefix=prefix, counts=counts)
         if tb.place:
             self._written.setdefault(tb.place, []).append((tb.shard, info, tb.num_bytes))
-        yield tb.shard, (info, (counts, tb.num_bytes, 0))
+        return tb.shard, (info, (counts, tb.num_bytes, 0))
 
     def _on_mark(self, mark):
         plan = mark.plan
         if mark.kind == "end":
-            record = self._item_record(mark, self._written.pop((plan.folder, mark.key), []))
+            place = (plan.folder, mark.key)
+            held = None  # the item's batches, where its commit from them was declined
+            if plan.items == 1 and mark.keepable and place not in self._spilled:
+                # An input of one item: its shards written once, from memory, and committed.
+                held = self._held.get(place, [])
+                faults.checkpoint("sink.item_recorded")
+                committed = self._commit_stem(mark, [self._item_record(mark, [])], held=held)
+                if committed is not None:
+                    self._held.pop(place, None)
+                    self._held_bytes -= sum(tb.estimated_size() for tb in held)
+                    yield from committed
+                    return
+                # too many bad records: written as parts and its record kept, as below
+            yield from self._spill(place)
+            record = self._item_record(mark, self._written.pop(place, []))
             if not mark.keepable:
                 return  # too many bad records to keep: the item is redone on a rerun
             if plan.items == 1:
-                # An input of one item commits now; its record is kept only where it does not
-                # (too many bad records: a rerun with another --max-bad-fraction reuses it). A
-                # kill before the commit loses this one item, the one a worker has in flight.
-                faults.checkpoint("sink.item_recorded")
-                if not self._commit_stem(mark, [record]):
-                    parts.write_record(self._output, plan.folder, mark.key, record)
+                # Committed from its parts (they did not all fit in memory); its record is kept
+                # only where its commit is declined (too many bad records), so that a rerun
+                # with another --max-bad-fraction reuses it.
+                if held is None:
+                    faults.checkpoint("sink.item_recorded")
+                    if self._commit_stem(mark, [record]) is not None:
+                        return
+                parts.write_record(self._output, plan.folder, mark.key, record)
                 return
             # every part of the item is written: from now on it is done, whatever happens
             parts.write_record(self._output, plan.folder, mark.key, record)
@@ -380,12 +474,15 @@ class _WritePartFn(StorageDoFn):
                            + 8 * (info.counts.documents + 1)}
                           for shard, info, num_bytes in written]}
 
-    def _commit_stem(self, mark, records: list[dict]) -> bool:
+    def _commit_stem(self, mark, records: list[dict], *, held: list | None = None
+                     ) -> list | None:
         """Commit every shard of a stem whose items are all done (``records``: their item
         records), its bad records listed first; unless its records are too often bad (the last
-        step fails its shards then). Items recorded by another run count as reused. Two workers
-        finishing a stem's last items at once may both commit it: the same bytes, each step
-        atomic, so the second commit changes nothing."""
+        step fails its shards then: None). Items recorded by another run count as reused. Two
+        workers finishing a stem's last items at once may both commit it: the same bytes, each
+        step atomic, so the second commit changes nothing. ``held``: the TokenBatches of a stem
+        of one item, written straight to its shards (no parts); the list returned then holds
+        what the finaliser gets of each shard written (its parts otherwise)."""
         plan = mark.plan
         bad_read = [r for record in records for r in record["bad_read"]]
         reports = sorted(bad_read + [r for record in records for r in record["bad_tokenized"]],
@@ -398,7 +495,7 @@ class _WritePartFn(StorageDoFn):
             tally = dataclasses.replace(tally, offset=first["offset"], reason=first["reason"],
                                         where=f"{unit} {first['line']}")
         if too_many_bad(tally, self._max_bad_fraction, output=self._output):
-            return False
+            return None
         reading = workers.last_note()  # the item this worker reads meanwhile (the tokenize
         # step runs one batch behind the reader), noted again once the commit is done
         workers.note_work(f"committing the shards of {naming.printable(mark.path)}")
@@ -406,22 +503,35 @@ class _WritePartFn(StorageDoFn):
             self._committer.still_ours()
             fsutil.write_bytes_atomic(errors_path(self._output, plan.stem),
                                       error_lines(reports).encode("utf-8"))
-        written = [(shard, info, num_bytes, record["run_id"] != self._run_id)
-                   for record in records
-                   for shard, info, num_bytes in self._parts_of(plan, record["key"], record)]
-        for shard, fingerprint, resume_key in plan.shards:
-            mine = [(info, b, reused) for s, info, b, reused in written if s == shard]
-            self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
-                                   parts=[info for info, _, _ in mine],
-                                   counts=sum((info.counts for info, _, _ in mine), Counts()),
-                                   input_bytes=sum(b for _, b, _ in mine),
-                                   reused_bytes=sum(b for _, b, reused in mine if reused))
+        out = []
+        if held is not None:
+            for shard, fingerprint, resume_key in plan.shards:
+                mine = [tb for tb in held if tb.shard == shard]
+                input_bytes = sum(tb.num_bytes for tb in mine)
+                name, counts = self._committer.commit_batches(
+                    shard, fingerprint=fingerprint, resume_key=resume_key, batches=mine,
+                    input_bytes=input_bytes)
+                if mine:
+                    info = PartInfo(order=min(tb.order for tb in mine), committed=name,
+                                    prefix=fsutil.join(self._output, name), counts=counts)
+                    out.append((shard, (info, (counts, input_bytes, 0))))
+        else:
+            written = [(shard, info, num_bytes, record["run_id"] != self._run_id)
+                       for record in records
+                       for shard, info, num_bytes in self._parts_of(plan, record["key"], record)]
+            for shard, fingerprint, resume_key in plan.shards:
+                mine = [(info, b, reused) for s, info, b, reused in written if s == shard]
+                self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
+                                       parts=[info for info, _, _ in mine],
+                                       counts=sum((info.counts for info, _, _ in mine), Counts()),
+                                       input_bytes=sum(b for _, b, _ in mine),
+                                       reused_bytes=sum(b for _, b, reused in mine if reused))
         faults.checkpoint("sink.stem_committed")
         if plan.items == 1:  # (several: another worker may be committing them too)
             parts.remove_folder(self._output, plan.folder)
         if reading:
             workers.note_work(reading)
-        return True
+        return out
 
 
 class _FinalizeShardFn(StorageDoFn):
@@ -433,6 +543,9 @@ class _FinalizeShardFn(StorageDoFn):
         self._max_bad_fraction = max_bad_fraction
         self._committer = _Committer(output, dtype, run_id=run_id, guard=guard, stale=stale,
                                      counted_names=counted_names)
+
+    def finish_bundle(self):
+        self._committer.sync()
 
     def process(self, element):
         shard, grouped = element
@@ -460,10 +573,13 @@ class _FinalizeShardFn(StorageDoFn):
             SHARD_RESULTS.add(encode_result(result))
             yield result
             return
-        name = self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
-                                      parts=parts_of_shard, counts=counts,
-                                      input_bytes=input_bytes, reused_bytes=reused_bytes)
-        fsutil.remove_tree(temporaries)
+        if parts_of_shard and all(p.committed for p in parts_of_shard):
+            name = parts_of_shard[0].committed  # by the part writer, from memory, this run
+        else:
+            name = self._committer.commit(shard, fingerprint=fingerprint, resume_key=resume_key,
+                                          parts=parts_of_shard, counts=counts,
+                                          input_bytes=input_bytes, reused_bytes=reused_bytes)
+            fsutil.remove_tree(temporaries)
         # Counted once per shard (a retried bundle's counts are not committed metrics).
         SHARDS_COMMITTED.inc()
         DOCUMENTS.inc(counts.documents)

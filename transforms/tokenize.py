@@ -127,6 +127,10 @@ def _describe(exc: BaseException) -> str:
 coders.register(TokenBatch)
 
 
+# A batch of fewer input bytes is tokenized on the bundle's thread, not handed to the helper
+# (whose hand-over costs more than such a batch's encoding).
+INLINE_BYTES = 16 << 10
+
 ShardNames = Mapping[tuple[str, str, bool], str]  # (stem, key, holdout?) -> relative shard name
 
 
@@ -176,6 +180,15 @@ class _TokenizeFn(StorageDoFn):
             window, timestamp = GlobalWindow(), MIN_TIMESTAMP
         self._meter.begin()  # progress rates count from the first batch
         pending = self._pending
+        if batch.mark is not None or batch.num_bytes < INLINE_BYTES:
+            # A mark, or a batch too small for the hand-over to the helper to pay (a corpus of
+            # many small files): done on this thread, after the batch before it.
+            self._pending = None
+            if pending is not None:
+                yield from self._emit(*pending)
+            outputs, routed = self._tokenize(batch)
+            yield from self._emit_now(outputs, routed, window, timestamp)
+            return
         self._pending = (self._helper.submit(self._tokenize, batch), window, timestamp)
         if pending is not None:
             yield from self._emit(*pending)
@@ -193,9 +206,12 @@ class _TokenizeFn(StorageDoFn):
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
 
+    @classmethod
+    def _emit(cls, future, window, timestamp):
+        yield from cls._emit_now(*future.result(), window, timestamp)
+
     @staticmethod
-    def _emit(future, window, timestamp):
-        outputs, routed = future.result()
+    def _emit_now(outputs, routed, window, timestamp):
         if routed:
             ROUTED_TO_REFERENCE.inc(routed)  # Beam's counters: on the bundle's thread
         for out in outputs:

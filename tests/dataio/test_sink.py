@@ -417,9 +417,10 @@ def test_sink_dofns_ship_without_secrets_and_adopt_the_storage_plan_in_setup(
     assert set(vars(fn)) <= {"_output", "_dtype", "_storage", "_temporary", "_guard",
                              "_max_bad_fraction", "_run_id", "_committer"}
     if hasattr(fn, "_committer"):  # the commit's identifiers: output, dtype, run id, guard,
-        # stale, and whether names carry counts (False: --output-prefix)
+        # stale, and whether names carry counts (False: --output-prefix); whether records
+        # await their filesystem sync
         assert set(vars(fn._committer)) == {"_output", "_dtype", "_run_id", "_guard", "_stale",
-                                            "_counted_names"}
+                                            "_counted_names", "_unsynced"}
     worker = ship(fn)
     adopted = []
     monkeypatch.setattr(azure.state, "configure_worker", adopted.append)

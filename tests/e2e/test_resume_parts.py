@@ -216,3 +216,25 @@ def test_parts_of_an_input_no_longer_planned_are_left_with_a_note(setup, tmp_pat
     assert status == 0, err
     assert "holds the finished work items of 1 input(s) this run did not plan" in err, err
     assert len(parts.folders(output)) == 1
+
+
+def test_an_input_of_one_item_writes_no_part_on_its_way_to_its_shards(setup, tmp_path):
+    """Inputs of one item each (no --split-bytes): killed when the third is about to commit,
+    the output holds no part of it (its batches were held in memory, to be written once, under
+    their final names); the two before are committed, and the rerun equals a clean run."""
+    s, _ = setup
+    output = str(tmp_path / "out")
+    cmd = fi.job_command(s.corpus, output, s.tokenizer)
+    status, err = fi.run(cmd, env=fi._env(**{faults.FAULT_ENV: "sink.item_recorded:3"}))
+    assert status == -signal.SIGKILL, err
+    kept = os.path.join(output, parts.PARTS_DIR)
+    written = [name for _, _, names in os.walk(kept) for name in names]
+    assert written == [], f"parts written for one-item inputs: {written}"
+    assert len(_records(output)) == 2
+    status, err = fi.run(cmd, env=fi._env())
+    assert status == 0, err
+    clean = str(tmp_path / "clean")
+    status, err = fi.run(fi.job_command(s.corpus, clean, s.tokenizer), env=fi._env())
+    assert status == 0, err
+    assert fi.shard_files(output) == fi.shard_files(clean)
+    assert fi.leftovers(output) == []

@@ -6,6 +6,8 @@ through a TestPipeline; token batches come out on ``tokens``, documents the toke
 test_tokenize.py: pytest's default import mode needs unique basenames, and tests/e2e/test_tokenize.py
 is the job's end-to-end test.)"""
 
+import dataclasses
+
 import apache_beam as beam
 import numpy as np
 import pytest
@@ -170,14 +172,39 @@ def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
     fn._tok.encode_batch = lambda texts: (threads.append(threading.current_thread()),
                                           encode(texts))[1]
     fn.start_bundle()
-    first = list(fn.process(doc_batch({"text": ["1 2"]}, batch=0)))
-    second = list(fn.process(doc_batch({"text": ["3"]}, batch=1)))
+    large = tz.INLINE_BYTES  # (a batch of fewer input bytes is encoded inline)
+    first = list(fn.process(dataclasses.replace(doc_batch({"text": ["1 2"]}, batch=0),
+                                                num_bytes=large)))
+    second = list(fn.process(dataclasses.replace(doc_batch({"text": ["3"]}, batch=1),
+                                                 num_bytes=large)))
     last = list(fn.finish_bundle())
     assert first == []  # still encoding
     assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD]]
     assert [o.value.tokens.tolist() for o in last] == [[3, EOD]]
     assert all(isinstance(o, WindowedValue) for o in second + last)
     assert threads and all(t is not threading.current_thread() for t in threads)
+    fn.teardown()
+
+
+def test_a_small_batch_is_encoded_inline_after_the_batch_before_it():
+    # A batch of fewer than INLINE_BYTES (a corpus of small files) is not worth the hand-over:
+    # it is encoded on the bundle's thread, and comes out after the batch still on the helper.
+    import threading
+
+    fn = tokenize_fn(NULL, config(append_eod=True))
+    fn.setup()
+    threads = []
+    encode = fn._tok.encode_batch
+    fn._tok.encode_batch = lambda texts: (threads.append(threading.current_thread()),
+                                          encode(texts))[1]
+    fn.start_bundle()
+    first = list(fn.process(dataclasses.replace(doc_batch({"text": ["1 2"]}, batch=0),
+                                                num_bytes=tz.INLINE_BYTES)))
+    second = list(fn.process(doc_batch({"text": ["3"]}, batch=1)))
+    assert first == [] and list(fn.finish_bundle()) == []
+    assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD], [3, EOD]]  # in order
+    assert threads[0] is not threading.current_thread()
+    assert threads[1] is threading.current_thread()
     fn.teardown()
 
 

@@ -19,11 +19,11 @@ from transforms.tokenizer.base import (CALL_CHARS, FAST_CALL_CHARS, LONG_TEXT, S
                                        SPACE_CUTS, Tokenizer, TokenizerConfigError, cut_pattern,
                                        cut_points, file_digest, split_long_text)
 from transforms.tokenizer.check import (CHECK_VERSION, check_cache_path, choose_backend,
-                                        self_check)
+                                        for_workers, self_check)
 from transforms.tokenizer.fast import FastTokenizer
 from transforms.tokenizer.hf import (HFBackendTokenizer, HuggingFaceTokenizer, ResolvedHFTokenizer,
                                      hf_folder)
-from transforms.tokenizer.load import describe, for_workers, load_tokenizer
+from transforms.tokenizer.load import describe, load_tokenizer
 from transforms.tokenizer.probes import ADVERSARIAL, ROUTING_PROBES, SAMPLE_CHARS, probe_texts
 from transforms.tokenizer.registry import (KINDS, LIBRARY_ALIASES, REFUSED, resolve_kind,
                                            spec_files, spec_options)

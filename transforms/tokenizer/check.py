@@ -5,6 +5,7 @@ versions. What each kind allows comes from registry.py."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import importlib.metadata
@@ -18,6 +19,8 @@ from dataio import fs as fsutil
 from transforms.tokenizer import registry
 from transforms.tokenizer.base import Tokenizer, TokenizerConfigError, file_digest
 from transforms.tokenizer.hf import HFBackendTokenizer
+from transforms.tokenizer import load
+from transforms.tokenizer.hf_resolved import ResolvedHF
 from transforms.tokenizer.load import load_tokenizer
 from transforms.tokenizer.probes import ADVERSARIAL, ROUTING_PROBES, SAMPLE_CHARS, probe_texts
 from transforms.tokenizer.spec import TokenizerSpec
@@ -140,7 +143,6 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
     cannot be exact. The self-check's outcome is cached (:func:`check_cache_path`)."""
     if spec.backend == "reference":
         return "reference", "--tokenizer-backend reference"
-    reference = load_tokenizer(dataclasses.replace(spec, backend="reference"))
     kind = registry.kind(spec.kind)
     no_fast = None
     if kind.fast is None:
@@ -159,6 +161,9 @@ def choose_backend(spec: TokenizerSpec, samples: Sequence[str]) -> tuple[str, st
         chosen, why_not = cached["backend"], cached.get("why_not")
         checked = f"{cached.get('checked')} (cached self-check)"
     else:
+        # the reference is loaded only to check against it (a HuggingFace folder's: transformers,
+        # 1-2 s); a cached verdict was reached on these very files and library versions
+        reference = load_tokenizer(dataclasses.replace(spec, backend="reference"))
         chosen, why_not, checked = _check_backends(spec, reference, samples, no_fast)
         if "not installed" not in (why_not or ""):
             _write_check_cache(key, {"backend": chosen, "why_not": why_not, "checked": checked})
@@ -182,3 +187,34 @@ def _check_backends(spec: TokenizerSpec, reference: Tokenizer, samples: Sequence
     return "reference", why_not, ""
 
 
+
+
+def for_workers(spec: TokenizerSpec) -> TokenizerSpec:
+    """:func:`transforms.tokenizer.load.for_workers`, with what it resolved kept in the cache
+    folder beside the self-check's verdict, under the same key (the tokenizer's files, options
+    and library versions, transformers' included): a later run's driver then builds the Rust
+    backend from it, as the workers do, without importing transformers (1-2 s of every run's
+    start)."""
+    if not registry.kind(spec.kind).rust_backend or spec.backend not in ("fast", "tokenizers"):
+        return spec
+    path = os.path.join(fsutil.cache_dir(), "hf-resolved", _check_key(spec) + ".json")
+    resolved = _read_resolved(path)
+    if resolved is not None and resolved.usable_here():
+        return dataclasses.replace(spec, resolved=resolved)
+    spec = load.for_workers(spec)
+    if spec.resolved is not None:
+        record = dataclasses.asdict(spec.resolved)
+        record["tokenizer_json"] = base64.b64encode(spec.resolved.tokenizer_json).decode("ascii")
+        fsutil.write_cache_file(path, json.dumps(record).encode())
+    return spec
+
+
+def _read_resolved(path: str) -> ResolvedHF | None:
+    """The record kept at ``path``, or None (absent, damaged, or of another layout)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        record["tokenizer_json"] = base64.b64decode(record["tokenizer_json"], validate=True)
+        return ResolvedHF(**record)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None

@@ -96,3 +96,42 @@ def dataclass_replace(spec, **kw):
     import dataclasses
 
     return dataclasses.replace(spec, **kw)
+
+
+def test_a_few_texts_encoded_one_by_one_equal_the_batch_call(hf_tokenizer):
+    """Calls of at most FEW_TEXTS texts (a corpus of small files) skip gigatoken's batch call;
+    the ids are the reference's either way, at the size where the path changes too."""
+    from transforms.tokenizer import fast as fast_module
+
+    fast, ref = _both(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    texts = _texts()
+    for size in (1, 2, fast_module.FEW_TEXTS, fast_module.FEW_TEXTS + 1):
+        for start in range(0, 60, size):
+            _assert_same(fast, ref, texts[start:start + size])
+    _assert_same(fast, ref, [])
+
+
+def test_the_driver_keeps_what_transformers_resolved_and_loads_it_no_more(hf_tokenizer, tmp_path,
+                                                                            monkeypatch):
+    """for_workers keeps the resolved HuggingFace tokenizer in the cache folder (keyed as the
+    self-check's verdict): a later run's driver builds its backend from it without transformers;
+    a damaged record is resolved again and rewritten."""
+    from transforms.tokenizer import check, load
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    spec = tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer, backend="fast")
+    first = tk.for_workers(spec)
+    assert first.resolved is not None
+    record, = (tmp_path / "tokenbeam" / "hf-resolved").glob("*.json")
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("the reference was loaded again")
+
+    monkeypatch.setattr(load, "for_workers", no_load)
+    assert tk.for_workers(spec).resolved == first.resolved
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    record.write_text('{"tokenizer_json": "not base64!"}')
+    assert check.for_workers(spec).resolved == first.resolved
+    assert tk.for_workers(spec).resolved == first.resolved  # rewritten whole
+    assert "not base64" not in record.read_text()

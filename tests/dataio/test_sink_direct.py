@@ -1,0 +1,117 @@
+"""The part writer's direct path (dataio/sink.py _WritePartFn): the batches of a kept work item
+are held until its mark; an input of one item is then written once, straight to its shards'
+final names (no part, no parts folder), and one too large to hold, one of several items, or one
+whose commit is declined goes through parts as before, with the same final bytes."""
+
+import os
+
+import numpy as np
+import pytest
+
+from dataio import indexed, manifest, parts, sink
+from dataio.elements import TokenBatch
+from dataio.parts import ItemMark, StemPlan
+
+RUN = "run-1"
+SHARD = "doc_text_document"
+DOCS = [[[1, 2], [3]], [], [[4, 5, 6]]], [[[7]]]  # batch 0 (one empty document), batch 1
+
+
+def batch(place, number, documents, *, shard=SHARD, num_bytes=10):
+    seqs = [s for d in documents for s in d]
+    return TokenBatch(shard=shard, item=0, batch=number,
+                      tokens=np.array([t for s in seqs for t in s], dtype=np.int64),
+                      sequence_lengths=np.array([len(s) for s in seqs], np.int64),
+                      sequences_per_document=np.array([len(d) for d in documents], np.int64),
+                      num_bytes=num_bytes, place=place)
+
+
+def end_mark(plan, key, *, records=4, bad=0):
+    mark = ItemMark(plan, key, "end", path="/in/doc.jsonl", records=records - bad, num_bytes=20)
+    for i in range(bad):
+        mark.note_bad({"offset": i, "line": i + 1, "reason": "not JSON", "file": "/in/doc.jsonl"},
+                      found="read")
+    return mark
+
+
+def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0):
+    """One item of a stem of ``items``, its two batches then its mark, through a fresh
+    _WritePartFn in one bundle; returns what it emitted."""
+    plan = StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
+                    shards=((SHARD, "fp", None),), items=items,
+                    keys=tuple(parts.item_key(i, 0, None, ()) for i in range(items))
+                    if items > 1 else ())
+    key = parts.item_key(0, 0, None, ())
+    place = (plan.folder, key)
+    fn = sink._WritePartFn(str(output), "uint16", None, RUN, max_bad_fraction=max_bad_fraction)
+    fn.setup()
+    fn.start_bundle()
+    mark = end_mark(plan, key, bad=bad)
+    elements = [batch(place, 0, DOCS[0]), batch(place, 1, DOCS[1]),
+                TokenBatch(shard="", item=0, batch=-1, tokens=np.empty(0, np.int64),
+                           sequence_lengths=np.empty(0, np.int64),
+                           sequences_per_document=np.empty(0, np.int64), num_bytes=0,
+                           place=place, mark=mark)]
+    out = [o for tb in elements for o in fn.process(tb)]
+    fn.finish_bundle()
+    return out, plan, key
+
+
+def committed(output):
+    record = manifest.read_commit_record(str(output), SHARD)
+    assert record is not None
+    prefix = os.path.join(output, record["name"])
+    docs = [[s.tolist() for s in d] for d in indexed.IndexedDataset(prefix).documents()]
+    with open(prefix + ".bin", "rb") as b, open(prefix + ".idx", "rb") as i:
+        return record["name"], docs, b.read() + i.read()
+
+
+def test_an_input_of_one_item_is_written_straight_to_its_final_names(tmp_path):
+    out, _, _ = run_item(tmp_path)
+    name, docs, _ = committed(tmp_path)
+    assert name == f"{SHARD}_dc=4_sc=4_tc=7"
+    assert docs == [[[1, 2], [3]], [], [[4, 5, 6]], [[7]]]
+    assert not (tmp_path / parts.PARTS_DIR).exists(), "a part or parts folder was written"
+    (shard, (info, (counts, num_bytes, reused))), = out
+    assert (shard, info.committed, info.counts, num_bytes, reused) == \
+        (SHARD, name, indexed.Counts(4, 4, 7), 20, 0)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [manifest.COMMITS_DIR, name + ".bin", name + ".idx"])  # no temporary left
+
+
+def test_the_finaliser_takes_a_shard_the_part_writer_committed_as_it_is(tmp_path):
+    out, _, _ = run_item(tmp_path)
+    (shard, (info, counts)), = out
+    fn = sink._FinalizeShardFn(str(tmp_path), "uint16", None, RUN)
+    fn.setup()
+    result, = fn.process((shard, {"planned": [("fp", None)], "parts": [info],
+                                  "counts": [counts], "failed": []}))
+    assert result.name == info.committed and result.counts == indexed.Counts(4, 4, 7)
+
+
+def test_batches_too_large_to_hold_go_out_as_parts_with_the_same_bytes(tmp_path, monkeypatch):
+    run_item(tmp_path / "held")
+    monkeypatch.setattr(sink, "HOLD_BYTES", 0)
+    out, _, _ = run_item(tmp_path / "spilled")
+    assert len(out) == 2 and not any(info.committed for _, (info, _) in out)  # two parts
+    assert committed(tmp_path / "spilled") == committed(tmp_path / "held")
+    # the stem's parts go once it is committed
+    assert not os.listdir(tmp_path / "spilled" / parts.PARTS_DIR)
+
+
+def test_an_item_of_several_is_kept_as_parts_with_its_record(tmp_path):
+    out, plan, key = run_item(tmp_path, items=2)
+    assert len(out) == 2 and not any(info.committed for _, (info, _) in out)
+    record = parts.read_record(str(tmp_path), plan.folder, key)
+    assert [p["counts"] for p in record["parts"]] == [[3, 3, 6], [1, 1, 1]]
+    assert manifest.read_commit_record(str(tmp_path), SHARD) is None  # its other item is not done
+
+
+@pytest.mark.parametrize("max_bad_fraction", [0.1])
+def test_a_declined_commit_keeps_the_item_as_parts_and_writes_no_shard(tmp_path,
+                                                                         max_bad_fraction):
+    out, plan, key = run_item(tmp_path, bad=2, max_bad_fraction=max_bad_fraction)
+    assert manifest.read_commit_record(str(tmp_path), SHARD) is None
+    assert not [n for n in os.listdir(tmp_path) if n.endswith((".bin", ".idx"))]
+    record = parts.read_record(str(tmp_path), plan.folder, key)  # reusable with another fraction
+    assert len(record["bad_read"]) == 2 and len(out) == 2
