@@ -19,6 +19,8 @@ shards). Columns, seconds of wall-clock time unless named:
   rerun     the same command again: every shard committed, so planning alone (N records)
   dry-run   ``--dry-run`` on a fresh output (the plan printed with per-file estimates)
   RSS MB    peak RSS of the largest process of the run (the driver or a worker)
+  disk floor  the last line: what creating the three files of each shard costs on this disk
+            alone (a one-line file is one shard), part of ms/file that no code can remove
   ms/file   (total - the reference's total) / N: what a file costs beyond its bytes
             (target: at most 1 ms on local disk up to 100,000 files); cpu ms/file: the same of
             the cpu seconds
@@ -252,9 +254,34 @@ def main() -> int:
               f"run {fmt(slope(xs, [m['run'] for _, m, _ in done]), '.2f')}, "
               f"overhead exp. {fmt(slope(xs, [m['total'] - r['total'] for _, m, r in done]), '.2f')}"
               " (target: at most 1.1)")
+    floor = disk_floor(os.path.join(work, "floor"), max(sizes or [1000]))
+    print(f"disk floor: creating the 3 files each shard needs (.bin, .idx, commit record; "
+          f"create, write, rename) costs {floor:.2f} ms per file on this disk, before any "
+          f"reading, tokenizing or Beam (median of 3)")
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def disk_floor(folder: str, n: int) -> float:
+    """ms per shard to create, write (30 bytes) and rename 3 files, ``n`` shards in one folder
+    (as the output's), on the disk holding ``folder``: what no implementation of this output
+    format goes below."""
+    times = []
+    for _ in range(3):
+        shutil.rmtree(folder, ignore_errors=True)
+        os.makedirs(folder)
+        start = time.perf_counter()
+        for i in range(n):
+            for suffix in (".bin", ".idx", ".json"):
+                tmp = os.path.join(folder, f".s{i}{suffix}.tmp")
+                fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                os.write(fd, b"x" * 30)
+                os.close(fd)
+                os.rename(tmp, os.path.join(folder, f"s{i}{suffix}"))
+        times.append((time.perf_counter() - start) / n * 1000)
+    shutil.rmtree(folder, ignore_errors=True)
+    return sorted(times)[1]
 
 
 if __name__ == "__main__":

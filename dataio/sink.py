@@ -74,8 +74,9 @@ __all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalli
 
 METRICS = "tokenbeam"  # the namespace of the sink's counters
 # The batches of kept work items the part writer holds in memory, at most (tokens and index
-# arrays; see _WritePartFn): past it, they are written as parts.
-HOLD_BYTES = 256 << 20
+# arrays; see _WritePartFn): past it, they are written as parts. Small: it spares the many small
+# inputs of a corpus their parts, while a large input's memory stays that of one batch or two.
+HOLD_BYTES = 16 << 20
 _metric = beam.metrics.Metrics.counter
 PARTS = _metric(METRICS, "parts")
 SHARDS_COMMITTED = _metric(METRICS, "shards_committed")
