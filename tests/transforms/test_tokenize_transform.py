@@ -158,12 +158,10 @@ def test_tokenize_fn_loads_the_tokenizer_once_in_setup_and_ships_without_it(
     assert worker._docs == 3 and worker._tokens == 6  # what it counts for the progress line
 
 
-def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
-    # Overlap: process() hands the batch to the helper thread and returns the previous batch's
-    # outputs; finish_bundle() the last one's. Order, windows and counts are kept.
+def _traced_bundle():
+    """A started tokenize DoFn (NullTokenizer, EOD appended) whose encoder notes the thread
+    of each call, and that list of threads."""
     import threading
-
-    from apache_beam.utils.windowed_value import WindowedValue
 
     fn = tokenize_fn(NULL, config(append_eod=True))
     fn.setup()
@@ -172,11 +170,24 @@ def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
     fn._tok.encode_batch = lambda texts: (threads.append(threading.current_thread()),
                                           encode(texts))[1]
     fn.start_bundle()
-    large = tz.INLINE_BYTES  # (a batch of fewer input bytes is encoded inline)
-    first = list(fn.process(dataclasses.replace(doc_batch({"text": ["1 2"]}, batch=0),
-                                                num_bytes=large)))
-    second = list(fn.process(dataclasses.replace(doc_batch({"text": ["3"]}, batch=1),
-                                                 num_bytes=large)))
+    return fn, threads
+
+
+def _large(texts, batch):
+    """A batch counted as INLINE_BYTES of input (a smaller one is encoded inline)."""
+    return dataclasses.replace(doc_batch(texts, batch=batch), num_bytes=tz.INLINE_BYTES)
+
+
+def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
+    # Overlap: process() hands the batch to the helper thread and returns the previous batch's
+    # outputs; finish_bundle() the last one's. Order, windows and counts are kept.
+    import threading
+
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    fn, threads = _traced_bundle()
+    first = list(fn.process(_large({"text": ["1 2"]}, 0)))
+    second = list(fn.process(_large({"text": ["3"]}, 1)))
     last = list(fn.finish_bundle())
     assert first == []  # still encoding
     assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD]]
@@ -191,15 +202,8 @@ def test_a_small_batch_is_encoded_inline_after_the_batch_before_it():
     # it is encoded on the bundle's thread, and comes out after the batch still on the helper.
     import threading
 
-    fn = tokenize_fn(NULL, config(append_eod=True))
-    fn.setup()
-    threads = []
-    encode = fn._tok.encode_batch
-    fn._tok.encode_batch = lambda texts: (threads.append(threading.current_thread()),
-                                          encode(texts))[1]
-    fn.start_bundle()
-    first = list(fn.process(dataclasses.replace(doc_batch({"text": ["1 2"]}, batch=0),
-                                                num_bytes=tz.INLINE_BYTES)))
+    fn, threads = _traced_bundle()
+    first = list(fn.process(_large({"text": ["1 2"]}, 0)))
     second = list(fn.process(doc_batch({"text": ["3"]}, batch=1)))
     assert first == [] and list(fn.finish_bundle()) == []
     assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD], [3, EOD]]  # in order
