@@ -50,6 +50,9 @@ from typing import Iterable
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import MIN_TIMESTAMP
+from apache_beam.utils.windowed_value import WindowedValue
 
 from runtime import faults
 from dataio import fs as fsutil
@@ -350,6 +353,12 @@ class _WritePartFn(StorageDoFn):
         self._spilled: set[tuple] = set()  # places whose batches went out as parts
 
     def finish_bundle(self):
+        # Batches whose mark did not come in this bundle (no runner here splits an item from
+        # its mark, but none may be lost if one does): written as parts, which the finaliser
+        # commits, as it does those of an item kept in no record.
+        for place in list(self._held):
+            for shard, value in self._spill(place):
+                yield WindowedValue((shard, value), MIN_TIMESTAMP, (GlobalWindow(),))
         self._committer.sync()
 
     def process(self, tb):

@@ -115,3 +115,20 @@ def test_a_declined_commit_keeps_the_item_as_parts_and_writes_no_shard(tmp_path,
     assert not [n for n in os.listdir(tmp_path) if n.endswith((".bin", ".idx"))]
     record = parts.read_record(str(tmp_path), plan.folder, key)  # reusable with another fraction
     assert len(record["bad_read"]) == 2 and len(out) == 2
+
+
+def test_batches_whose_mark_never_comes_are_written_as_parts_at_the_bundles_end(tmp_path):
+    """No runner here splits an item's batches from its mark, but if one did, the held batches
+    must not vanish: the bundle's end writes them as parts and hands them on."""
+    place = ("folder", parts.item_key(0, 0, None, ()))
+    fn = sink._WritePartFn(str(tmp_path), "uint16", None, RUN)
+    fn.setup()
+    fn.start_bundle()
+    assert [o for tb in (batch(place, 0, DOCS[0]), batch(place, 1, DOCS[1]))
+            for o in fn.process(tb)] == []  # held
+    out = list(fn.finish_bundle())
+    assert [wv.value[0] for wv in out] == [SHARD, SHARD]
+    assert [wv.value[1][0].counts for wv in out] == [indexed.Counts(3, 3, 6),
+                                                     indexed.Counts(1, 1, 1)]
+    for wv in out:
+        assert os.path.exists(wv.value[1][0].prefix + ".bin")
