@@ -168,6 +168,9 @@ class ItemMark:
     bad_read: list = dataclasses.field(default_factory=list)
     bad_tokenized: list = dataclasses.field(default_factory=list)
     keepable: bool = True  # False: too many bad records to keep in a record (redone on a rerun)
+    # The TokenBatches the tokenize step sent for the item ("end"; None: not counted): the sink
+    # records or commits the item only when it has seen every one of them
+    token_batches: int | None = None
 
     @property
     def replayed_records(self) -> int:

@@ -402,6 +402,15 @@ class _WritePartFn(StorageDoFn):
         plan = mark.plan
         if mark.kind == "end":
             place = (plan.folder, mark.key)
+            seen = len(self._held.get(place, ())) + len(self._written.get(place, ()))
+            if mark.token_batches is not None and seen != mark.token_batches:
+                # Some of the item's batches went by in another bundle (written as parts there
+                # and handed on): this bundle cannot record or commit the item whole. Its parts
+                # all reach the finaliser, which commits its shards from them; a rerun after a
+                # kill redoes the item.
+                yield from self._spill(place)
+                self._written.pop(place, None)
+                return
             held = None  # the item's batches, where its commit from them was declined
             if plan.items == 1 and mark.keepable and place not in self._spilled:
                 # An input of one item: its shards written once, from memory, and committed.

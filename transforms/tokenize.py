@@ -160,6 +160,7 @@ class _TokenizeFn(StorageDoFn):
             self._config.progress or progress.ProgressPlan(), interval=self._config.log_interval))
         self._helper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tokenize")
         self._bad_of_item: dict[tuple, list[dict]] = {}  # item's place -> its bad records
+        self._batches_of_item: dict[tuple, int] = {}  # item's place -> TokenBatches sent
 
     def _segments(self, value) -> list[str]:
         if isinstance(value, list):
@@ -223,7 +224,11 @@ class _TokenizeFn(StorageDoFn):
     def _tokenize(self, batch: DocumentBatch) -> tuple[list, int]:
         """(outputs, texts routed to the reference) of one batch; runs on the helper thread."""
         self._routed_now = 0
-        return list(self._outputs(batch)), self._routed_now
+        outputs = list(self._outputs(batch))
+        if batch.place and batch.mark is None:  # counted for the item's mark (the sink checks)
+            sent = sum(isinstance(out, TokenBatch) for out in outputs)
+            self._batches_of_item[batch.place] = self._batches_of_item.get(batch.place, 0) + sent
+        return outputs, self._routed_now
 
     def _outputs(self, batch: DocumentBatch):
         if batch.mark is not None:
@@ -289,6 +294,7 @@ class _TokenizeFn(StorageDoFn):
         found bad in the item ("end"), or reporting again what it found then ("reused")."""
         mark = batch.mark
         if mark.kind == "end":
+            mark.token_batches = self._batches_of_item.pop(batch.place, 0)
             for report in self._bad_of_item.pop(batch.place, ()):
                 mark.note_bad(report, found="tokenize")
         else:

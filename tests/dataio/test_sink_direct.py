@@ -132,3 +132,52 @@ def test_batches_whose_mark_never_comes_are_written_as_parts_at_the_bundles_end(
                                                      indexed.Counts(1, 1, 1)]
     for wv in out:
         assert os.path.exists(wv.value[1][0].prefix + ".bin")
+
+
+@pytest.mark.parametrize("items", [1, 2])
+def test_an_item_whose_batches_did_not_all_come_is_neither_recorded_nor_committed(tmp_path,
+                                                                                    items):
+    """The mark says how many TokenBatches the tokenize step sent for the item; where the part
+    writer saw fewer in this bundle (the others went by in another, as parts handed on), it
+    writes no item record and commits nothing from a part of the item: the finaliser commits
+    the shard from all its parts. (A Flink run once committed a stem without its last item's
+    parts; this is the guard.)"""
+    plan = StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
+                    shards=((SHARD, "fp", None),), items=items,
+                    keys=tuple(parts.item_key(i, 0, None, ()) for i in range(items))
+                    if items > 1 else ())
+    key = parts.item_key(0, 0, None, ())
+    place = (plan.folder, key)
+    fn = sink._WritePartFn(str(tmp_path), "uint16", None, RUN)
+    fn.setup()
+    fn.start_bundle()
+    mark = end_mark(plan, key)
+    mark.token_batches = 2  # the tokenize step sent two; this bundle sees the second only
+    out = [o for tb in (batch(place, 1, DOCS[1]),
+                        TokenBatch(shard="", item=0, batch=-1, tokens=np.empty(0, np.int64),
+                                   sequence_lengths=np.empty(0, np.int64),
+                                   sequences_per_document=np.empty(0, np.int64), num_bytes=0,
+                                   place=place, mark=mark))
+           for o in fn.process(tb)]
+    list(fn.finish_bundle())
+    assert [(s, info.counts, info.committed) for s, (info, _) in out] == \
+        [(SHARD, indexed.Counts(1, 1, 1), "")]  # handed on as a part
+    assert manifest.read_commit_record(str(tmp_path), SHARD) is None
+    assert parts.read_record(str(tmp_path), plan.folder, key) is None
+
+
+def test_the_tokenize_step_counts_the_batches_it_sends_for_an_item():
+    from tests.transforms.test_tokenize_transform import NULL, config, doc_batch, tokenize_fn
+
+    fn = tokenize_fn(NULL, config(append_eod=True))
+    fn.setup()
+    place = ("folder", "key")
+    batches = [doc_batch({"text": ["1 2"]}, batch=0), doc_batch({"text": ["3"]}, batch=1)]
+    for b in batches:
+        b.place = place
+    mark = ItemMark(None, "key", "end")
+    marked = doc_batch({"text": []}, batch=-1)
+    marked.place, marked.mark = place, mark
+    out = [o for b in (*batches, marked) for o in fn._tokenize(b)[0]]
+    assert mark.token_batches == 2 and out[-1].mark is mark
+    fn.teardown()

@@ -51,10 +51,13 @@ def wait_for(predicate, *, proc=None, deadline_s=300, what="condition"):
     pytest.fail(f"no {what} within {deadline_s} s")
 
 
-def has_parts(out):
-    """A part written: under _parts/ (a work item's, dataio/parts.py)."""
-    kept = out / "_parts"
-    return kept.is_dir() and any(f.endswith(".idx") for _, _, fs in os.walk(kept) for f in fs)
+def has_progress(out):
+    """Work done that a kill keeps: a shard committed (an input of one work item is written
+    straight to its shard, dataio/sink.py), or a part written under _parts/ (a work item's of a
+    larger input, dataio/parts.py)."""
+    commits, kept = out / "_commits", out / "_parts"
+    return (commits.is_dir() and any(n.endswith(".json") for n in os.listdir(commits))) or \
+        (kept.is_dir() and any(f.endswith(".idx") for _, _, fs in os.walk(kept) for f in fs))
 
 
 def one_line_error(stderr):
@@ -103,7 +106,7 @@ def test_second_run_is_refused_naming_the_first_which_completes(big_input, hf_to
 def test_lock_of_a_killed_run_is_taken_over(big_input, hf_tokenizer, tmp_path):
     out = tmp_path / "out"
     killed = start(big_input, out, hf_tokenizer, *SLOW)
-    wait_for(lambda: has_parts(out), proc=killed, what="parts of the run")
+    wait_for(lambda: has_progress(out), proc=killed, what="the run's first work")
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait()
     holder = json.loads((out / "_lock").read_text())
@@ -202,7 +205,7 @@ def test_on_bad_record_fail_says_it_once(hf_tokenizer, tmp_path, workers):
 def test_interrupt_is_one_line_and_the_rerun_resumes(big_input, hf_tokenizer, tmp_path, signum):
     out = tmp_path / "out"
     proc = start(big_input, out, hf_tokenizer, *SLOW, "--workers", 2)
-    wait_for(lambda: has_parts(out), proc=proc, what="parts")
+    wait_for(lambda: has_progress(out), proc=proc, what="the run's first work")
     os.killpg(proc.pid, signum)  # as Ctrl-C does: the whole process group, workers included
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signum, err

@@ -173,8 +173,9 @@ def test_run_that_lost_its_lease_leaves_the_taking_runs_temporaries(azurite, con
                                                                    corpus_dir, hf_tokenizer,
                                                                    tmp_path, monkeypatch):
     """Run A pauses right after taking the lock; its lease is broken; run B takes over and
-    pauses before its first commit record; A resumes: it stops with one line and removes none of
-    B's temporaries (it used to remove them all, and B failed on a missing part); B finishes."""
+    pauses before its first commit record; A resumes: it stops with one line and removes or
+    changes none of B's files (it used to remove B's temporaries, and B failed on a missing
+    part); B finishes."""
     output = azurite.url(container, "out")
     a, a_run = _paused_right_after_locking(azurite, container, corpus_dir, hf_tokenizer,
                                            tmp_path)
@@ -185,11 +186,15 @@ def test_run_that_lost_its_lease_leaves_the_taking_runs_temporaries(azurite, con
         b = _start_paused([sys.executable, "-m", "pipelines.tokenize",
                            *_argv(corpus_dir, output, hf_tokenizer)], env, tmp_path / "b.err")
         try:
-            # B's parts (kept under _parts/ since issue 24) are what A must not touch
-            temporaries = _blobs(azurite, container, "out/_parts/")
-            assert temporaries
+            # B's work so far, which A must not touch: the final files of its first shard (an
+            # input of one item is written straight to its final names, no part), B's temporaries
+            # and parts where it has any; the lock, whose lease B holds, aside
+            written = {name: etag for name, etag in _blobs(azurite, container, "out/").items()
+                       if name != "out/_lock"}
+            assert any(name.endswith(".bin") for name in written), written
             status = _resume(a)
-            assert _blobs(azurite, container, "out/_parts/") == temporaries
+            assert {name: etag for name, etag in _blobs(azurite, container, "out/").items()
+                    if name != "out/_lock"} == written
         finally:
             b_status = _resume(b)
     finally:

@@ -186,9 +186,17 @@ def test_cancel_mid_run_then_resubmit(spark_cluster, corpus_dir, hf_tokenizer, t
     batch = re.search(r"submitted batch (\S+) to", proc.stdout).group(1)
     run_dirs = os.path.join(out, "_temporary")
     deadline = time.monotonic() + 600
-    # _parts/{input}/{item}/{shard}-{batch}.bin: the executors are writing token parts
-    while not any(name.endswith(".bin") for _base, _dirs, files in
-                  os.walk(os.path.join(out, "_parts")) for name in files):
+    def working():
+        """The executors have done work a cancel keeps: a shard of this batch committed (an
+        input of one work item is written straight to its shard), or a part written under
+        _parts/{input}/{item}/ (an item of a larger input)."""
+        commits = os.path.join(out, "_commits")
+        return any(not name.startswith(("part00", "part01", "part02", "."))
+                   for name in os.listdir(commits)) or \
+            any(name.endswith(".bin") for _base, _dirs, files in
+                os.walk(os.path.join(out, "_parts")) for name in files)
+
+    while not working():
         assert time.monotonic() < deadline, _livy(spark_cluster, "status", batch).stdout
         assert not os.path.exists(os.path.join(out, "_commits", "part11_text_sentence.json")), \
             "the batch finished before it was cancelled"
