@@ -10,7 +10,12 @@ Protocol (the same on local disk and object stores):
    happens to the run, and a rerun hands its parts on instead of reading it again (the reader
    sends its "reused" mark; dataio/parts.py). The worker that finishes an input's last item
    commits the input's shards at once (steps 4-5 below, the same code), without waiting for the
-   rest of the run; the final step then finds them committed.
+   rest of the run; the final step then finds them committed. An input of one item (a small
+   file) skips the parts: its batches are held in memory until its mark (up to ``HOLD_BYTES``)
+   and written once, straight to the shards' final names. An item is recorded or committed
+   early only when the part writer saw every batch the tokenize step sent for it (the count in
+   its mark); otherwise its parts go on to step 4. Commit records are made durable by one
+   filesystem sync per bundle, not an fsync each.
 2. Counts (documents, sequences, tokens; and the input bytes they came from) are combined per
    shard by a CombineFn.
 3. Parts are grouped per shard together with the planned shard list (so a shard with no
