@@ -34,13 +34,18 @@ def end_mark(plan, key, *, records=4, bad=0):
     return mark
 
 
-def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0):
-    """One item of a stem of ``items``, its two batches then its mark, through a fresh
-    _WritePartFn in one bundle; returns what it emitted."""
-    plan = StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
+def stem_plan(items: int) -> StemPlan:
+    """The plan of the stem ``doc`` of ``items`` work items and one shard."""
+    return StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
                     shards=((SHARD, "fp", None),), items=items,
                     keys=tuple(parts.item_key(i, 0, None, ()) for i in range(items))
                     if items > 1 else ())
+
+
+def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0):
+    """One item of a stem of ``items``, its two batches then its mark, through a fresh
+    _WritePartFn in one bundle; returns what it emitted."""
+    plan = stem_plan(items)
     key = parts.item_key(0, 0, None, ())
     place = (plan.folder, key)
     fn = sink._WritePartFn(str(output), "uint16", None, RUN, max_bad_fraction=max_bad_fraction)
@@ -142,10 +147,7 @@ def test_an_item_whose_batches_did_not_all_come_is_neither_recorded_nor_committe
     writes no item record and commits nothing from a part of the item: the finaliser commits
     the shard from all its parts. (A Flink run once committed a stem without its last item's
     parts; this is the guard.)"""
-    plan = StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
-                    shards=((SHARD, "fp", None),), items=items,
-                    keys=tuple(parts.item_key(i, 0, None, ()) for i in range(items))
-                    if items > 1 else ())
+    plan = stem_plan(items)
     key = parts.item_key(0, 0, None, ())
     place = (plan.folder, key)
     fn = sink._WritePartFn(str(tmp_path), "uint16", None, RUN)
