@@ -86,7 +86,7 @@ class FastTokenizer(Tokenizer):
         if len(texts) <= FEW_TEXTS:
             # gigatoken's batch call costs about 0.2 ms of Python (its awkward Array) whatever
             # the batch; a few texts (a corpus of small files) are encoded one by one instead
-            ids = [self._g.encode(text) for text in texts]
+            ids = [self._encode_one(text) for text in texts]
             return (np.concatenate(ids) if ids else np.empty(0, np.uint32),
                     np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)))
         layout = self._g.encode_batch(texts).layout
