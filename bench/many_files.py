@@ -31,12 +31,15 @@ The machine's load moves wall-clock times (the cpu column is steadier): say so w
 
 ``--code REPO`` runs another checkout's code (e.g. the commit before a change, for a before/after
 table) on the same corpora. Corpora and the tokenizer are kept in ``--workdir`` (reused when
-given); outputs are deleted after each run.
+given); outputs are kept until the end, then deleted (deleting them between runs would time
+the deletions too: see ``main``). On ext4 without a journal, a disk with many files deleted in
+the last few minutes makes every file created slower: run it on a disk left alone for a while.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -203,12 +206,21 @@ def main() -> int:
               f"{'rerun':>7} {'dry-run':>7} {'RSS MB':>7} | {'ref total':>9} {'ref cpu':>7} "
               f"{'ms/file':>7} {'cpu ms/file':>11}")
     rows = []
+    # Outputs are deleted at the end, not between runs: on ext4 without a journal (this kind of
+    # VM's disk) a file created within a minute or more of many deletions costs up to 0.3 ms
+    # more, the kernel passing over every recently freed inode (find_inode_bit and
+    # recently_deleted, seen with perf): the bench's own deletions would be timed in the next
+    # run. The disk floor is measured first, in a folder that stays until then too.
+    trash = os.path.join(work, "trash")
+    shutil.rmtree(trash, ignore_errors=True)
+    os.makedirs(trash)
+    outputs = itertools.count()
+    floor = disk_floor(os.path.join(trash, "floor"), max(sizes or [1000]))
     for w in workers:
         for label, n, inp, ref in cases:
-            out = os.path.join(work, "out")
             results = {}
             for kind, folder in (("many", inp), ("ref", ref)):
-                shutil.rmtree(out, ignore_errors=True)
+                out = os.path.join(trash, f"out{next(outputs)}")
                 results[kind] = run(args.code, folder, out, tok, workers=w, timeout=args.timeout)
                 print(f"  ({label}, --workers {w}, {kind}: {_brief(results[kind])})",
                       file=sys.stderr, flush=True)
@@ -218,11 +230,10 @@ def main() -> int:
                     print(f"  ({label}, --workers {w}, rerun: {_brief(again)})",
                           file=sys.stderr, flush=True)
                 if kind == "many" and args.dry_run:
-                    shutil.rmtree(out, ignore_errors=True)
+                    out = os.path.join(trash, f"out{next(outputs)}")
                     dry = run(args.code, folder, out, tok, workers=w, extra=["--dry-run"],
                               timeout=args.timeout)
                     results[kind]["dry"] = dry.get("total")
-            shutil.rmtree(out, ignore_errors=True)
             many, reference = results["many"], results["ref"]
             rows.append((label, n, w, many, reference))
             if "error" in many or "error" in reference:
@@ -254,10 +265,10 @@ def main() -> int:
               f"run {fmt(slope(xs, [m['run'] for _, m, _ in done]), '.2f')}, "
               f"overhead exp. {fmt(slope(xs, [m['total'] - r['total'] for _, m, r in done]), '.2f')}"
               " (target: at most 1.1)")
-    floor = disk_floor(os.path.join(work, "floor"), max(sizes or [1000]))
     print(f"disk floor: creating the 3 files each shard needs (.bin, .idx, commit record; "
           f"create, write, rename) costs {floor:.2f} ms per file on this disk, before any "
           f"reading, tokenizing or Beam (median of 3)")
+    shutil.rmtree(trash, ignore_errors=True)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
@@ -268,19 +279,18 @@ def disk_floor(folder: str, n: int) -> float:
     (as the output's), on the disk holding ``folder``: what no implementation of this output
     format goes below."""
     times = []
-    for _ in range(3):
-        shutil.rmtree(folder, ignore_errors=True)
-        os.makedirs(folder)
+    for k in range(3):
+        where = os.path.join(folder, str(k))  # (left for the caller to delete: see main)
+        os.makedirs(where)
         start = time.perf_counter()
         for i in range(n):
             for suffix in (".bin", ".idx", ".json"):
-                tmp = os.path.join(folder, f".s{i}{suffix}.tmp")
+                tmp = os.path.join(where, f".s{i}{suffix}.tmp")
                 fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
                 os.write(fd, b"x" * 30)
                 os.close(fd)
-                os.rename(tmp, os.path.join(folder, f"s{i}{suffix}"))
+                os.rename(tmp, os.path.join(where, f"s{i}{suffix}"))
         times.append((time.perf_counter() - start) / n * 1000)
-    shutil.rmtree(folder, ignore_errors=True)
     return sorted(times)[1]
 
 

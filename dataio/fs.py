@@ -127,7 +127,10 @@ def open_file(path: str, mode: str = "rb", **kwargs):
     file (:class:`NotRegularFileError` otherwise): a FIFO or a device there would hang the read."""
     fs, inner = filesystem_and_path(path)
     if "r" in mode and fs is _LOCAL:
-        os.close(_open_regular(inner, path))  # checked without blocking, then opened as usual
+        fd = _open_regular(inner, path)  # checked without blocking
+        if mode == "rb" and not kwargs:
+            return os.fdopen(fd, "rb")  # the descriptor checked is the one read
+        os.close(fd)
     return fs.open(inner, mode, **kwargs)
 
 
@@ -447,6 +450,41 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
     replace(fs, tmp, inner)
 
 
+def write_record(path: str, data: bytes) -> None:
+    """Write a small JSON record (a commit record: ``data`` one JSON object) that is new where
+    it goes, at the cost of one file creation: created exclusively under its own name and
+    written in one call, with no temporary or rename. A reader sees no file, or a file that
+    does not parse while it is being written (or after a power cut before its sync), or all of
+    it: never a part that parses (an object's text is whole only once its closing brace is
+    there), and a record that does not parse counts as absent (dataio/manifest.py). Where the
+    name is taken (a record written again, a link planted there): :func:`write_bytes_atomic`,
+    which replaces it whole. Not fsynced: the caller syncs the filesystem (records whose loss
+    costs only redone work)."""
+    if not is_local(path):
+        write_bytes_atomic(path, data, durable=False)
+        return
+    local = path.removeprefix("file://")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        try:
+            fd = os.open(local, flags, 0o644)
+        except FileNotFoundError:
+            os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
+            fd = os.open(local, flags, 0o644)
+    except FileExistsError:
+        write_bytes_atomic(path, data, durable=False)
+        return
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        os.unlink(local)  # (a part that does not parse either way; none is left)
+        raise
+    os.close(fd)
+
+
 def remove_atomic_leftovers(path: str) -> list[str]:
     """Delete the temporaries a killed :func:`write_bytes_atomic` of local ``path`` left
     (``.NAME.inprogress-*`` beside it); only the holder of the output's lock may call it, as no
@@ -479,6 +517,14 @@ def write_text(path: str, text: str) -> None:
 
 def remove(path: str) -> None:
     """Delete a file if it exists."""
+    if is_local(path):
+        try:
+            os.unlink(path.removeprefix("file://"))  # one request, not a stat first
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass  # a folder (EISDIR): as fsspec says it
     fs, inner = filesystem_and_path(path)
     try:
         fs.rm(inner)

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import itertools
 import os
 import shutil
 import struct
@@ -198,6 +199,12 @@ class Counts:
     def __add__(self, other: "Counts") -> "Counts":
         return Counts(self.documents + other.documents, self.sequences + other.sequences,
                       self.tokens + other.tokens)
+
+
+def file_sizes(counts: Counts, dtype) -> tuple[int, int]:
+    """(.bin, .idx) sizes in bytes of a dataset holding ``counts`` of ``dtype`` tokens."""
+    header = IndexHeader(np.dtype(dtype), counts.sequences, counts.documents + 1)
+    return counts.tokens * header.dtype.itemsize, header.idx_size
 
 
 def index_size_error(path: str, size: int, header: IndexHeader) -> FormatError:
@@ -488,16 +495,23 @@ class IndexedDatasetWriter:
         self.dtype = np.dtype(dtype)
         dtype_code(self.dtype)
         self._fs, self._path = fsutil.filesystem_and_path(prefix)
-        token = uuid.uuid4().hex[:12]
+        token = _unique_token()
         self._tmp_bin = _temporary_name(self._path + ".bin", token)
         self._tmp_idx = _temporary_name(self._path + ".idx", token)
-        fsutil.makedirs(self._fs, os.path.dirname(self._path))
         self._local = fsutil.is_local(prefix)
         # Local files skip fsspec's Python-level wrapper (a measurable cost per document) and
         # get a larger buffer than the default 8 KiB, so small documents make few syscalls.
         # "xb": temporaries are new files (O_EXCL: never a link someone planted at the name).
-        self._bin = (open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
-                     if self._local else self._fs.open(self._tmp_bin, "wb"))
+        # The folder is made where it is missing (not asked first: requests per shard).
+        if self._local:
+            try:
+                self._bin = open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
+            except FileNotFoundError:
+                fsutil.makedirs(self._fs, os.path.dirname(self._path))
+                self._bin = open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
+        else:
+            fsutil.makedirs(self._fs, os.path.dirname(self._path))
+            self._bin = self._fs.open(self._tmp_bin, "wb")
         self._write = self._bin.write
         self._lengths = _SpillBuffer(np.int32)
         self._doc_ends = _SpillBuffer(np.int64)
@@ -724,6 +738,23 @@ def _sendfile(src: int, dst: int, count: int) -> int:
 
 
 TEMPORARY_MARK = ".inprogress-"
+
+
+def _draw_token_prefix() -> None:
+    global _TOKEN_PREFIX
+    _TOKEN_PREFIX = uuid.uuid4().hex[:8]
+
+
+_TOKEN_PREFIX = ""
+_draw_token_prefix()
+os.register_at_fork(after_in_child=_draw_token_prefix)  # a forked worker draws its own
+_TOKEN_COUNTER = itertools.count()
+
+
+def _unique_token() -> str:
+    """A name part no other writer uses: a random prefix drawn once per process (so also
+    across machines sharing a folder) and a counter, not a draw from the OS per file."""
+    return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):x}"
 
 
 def _temporary_name(final_path: str, token: str) -> str:

@@ -253,28 +253,31 @@ class _Committer:
             for tb in sorted(batches, key=lambda tb: tb.order):
                 writer.add_batch(tb.tokens, tb.sequence_lengths, tb.sequences_per_document)
         self._record(shard, name, fingerprint=fingerprint, resume_key=resume_key, counts=counts,
-                     input_bytes=input_bytes, reused_bytes=0)
+                     input_bytes=input_bytes, reused_bytes=0, written=True)
         return name, counts
 
     def _record(self, shard: str, name: str, *, fingerprint: str, resume_key, counts: Counts,
-                input_bytes: int, reused_bytes: int) -> None:
+                input_bytes: int, reused_bytes: int, written: bool = False) -> None:
         """The commit record (the shard is committed from here on), then stale files removed.
         Not fsynced one by one: the DoFn syncs the output's filesystem once per bundle
         (:func:`dataio.fs.sync_filesystem`). A power cut before that may lose records (their
         shards are redone), never leave one whose files are not whole: a record names its files'
-        sizes, and a shard whose files differ from them is not committed (manifest.is_committed)."""
+        sizes, and a shard whose files differ from them is not committed (manifest.is_committed).
+        ``written``: the files were written here from ``counts`` (their sizes follow from them),
+        not merged from parts (their sizes are asked)."""
         final = fsutil.join(self._output, name)
+        bin_size, idx_size = (indexed.file_sizes(counts, self._dtype) if written else
+                              (fsutil.size(final + ".bin"), fsutil.size(final + ".idx")))
         record = {"shard": shard, "name": name, "fingerprint": fingerprint,
                   "documents": counts.documents, "sequences": counts.sequences,
                   "tokens": counts.tokens, "input_bytes": input_bytes,
                   "reused_bytes": reused_bytes, "run_id": self._run_id,
-                  "bin_size": fsutil.size(final + ".bin"),
-                  "idx_size": fsutil.size(final + ".idx"), "committed_at": _now(),
+                  "bin_size": bin_size, "idx_size": idx_size, "committed_at": _now(),
                   **({"resume_key": resume_key} if resume_key else {})}
         faults.checkpoint("sink.before_commit_record")
         self.still_ours()
-        fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
-                                  (json.dumps(record) + "\n").encode(), durable=False)
+        fsutil.write_record(commit_record_path(self._output, shard),
+                            (json.dumps(record) + "\n").encode())
         self._unsynced = True
         faults.checkpoint("sink.before_cleanup")
         self.still_ours()
@@ -483,7 +486,6 @@ class _WritePartFn(StorageDoFn):
                  p["num_bytes"]) for p in record["parts"]]
 
     def _item_record(self, mark, written: list) -> dict:
-        itemsize = np.dtype(self._dtype).itemsize
         return {"stem": mark.plan.stem, "key": mark.key, "run_id": self._run_id,
                 "records": mark.records, "bad_read": mark.bad_read,
                 "bad_tokenized": mark.bad_tokenized, "file_bytes": mark.file_bytes,
@@ -493,9 +495,8 @@ class _WritePartFn(StorageDoFn):
                            "counts": [info.counts.documents, info.counts.sequences,
                                       info.counts.tokens],
                            "num_bytes": num_bytes,
-                           "bin_size": info.counts.tokens * itemsize,
-                           "idx_size": indexed.HEADER_SIZE + 12 * info.counts.sequences
-                           + 8 * (info.counts.documents + 1)}
+                           **dict(zip(("bin_size", "idx_size"),
+                                      indexed.file_sizes(info.counts, self._dtype)))}
                           for shard, info, num_bytes in written]}
 
     def _commit_stem(self, mark, records: list[dict], *, held: list | None = None

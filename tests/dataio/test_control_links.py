@@ -6,7 +6,6 @@ the output and checks the victim is untouched."""
 
 import json
 import os
-import uuid
 
 import numpy as np
 import pytest
@@ -104,17 +103,13 @@ def test_atomic_write_replaces_a_link_and_leaves_its_target(tmp_path):
     assert not record.is_symlink() and record.read_bytes() == b'{"shard": "a"}'
 
 
-class _FixedUuid:
-    hex = "0123456789abcdef0123456789abcdef"
-
-
 @pytest.mark.parametrize("suffix", [".bin", ".idx"])
 def test_shard_temporaries_are_created_exclusively(tmp_path, monkeypatch, suffix):
-    monkeypatch.setattr(uuid, "uuid4", lambda: _FixedUuid())  # a predictable temporary name
+    monkeypatch.setattr(indexed, "_unique_token", lambda: "0123abcd0")  # a predictable name
     victim = _victim_file(tmp_path)
     prefix = tmp_path / "out" / "_temporary" / "run" / "a_text_document" / "000000-000000"
     prefix.parent.mkdir(parents=True)
-    planted = indexed._temporary_name(str(prefix) + suffix, _FixedUuid.hex[:12])
+    planted = indexed._temporary_name(str(prefix) + suffix, "0123abcd0")
     os.symlink(victim, planted)
     with pytest.raises(FileExistsError):
         indexed.write_documents(str(prefix), [[1, 2, 3]], dtype=np.uint16)
