@@ -11,6 +11,7 @@ committed (:func:`shard_results`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pickle
 import zlib
 
@@ -19,6 +20,7 @@ from apache_beam import typehints
 from apache_beam.metrics.metric import MetricsFilter
 
 from runtime import errors, log
+from dataio import fs as fsutil
 from dataio import manifest, parts, readers, sink
 from pipelines import beam_options
 from pipelines import options as opts
@@ -55,7 +57,9 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
         _LOG.info("resuming: %d of %d work items were finished by an earlier run; their parts "
                   "are reused", kept, len(planned_items))
     planned_items = [dataclasses.replace(i, keep=plans.get(i.stem)) for i in planned_items]
-    items = (pipeline | "PlanItems" >> _Create(planned_items)
+    plan_folder = fsutil.join(manifest.temporary_dir(job.output, job.run_id), "plan")
+    items = (pipeline | "PlanItems" >> _Create(planned_items, folder=plan_folder, name="items",
+                                                guard=job.guard, storage=storage)
              | "Distribute" >> beam.Reshuffle())
     read = items | "ReadDocuments" >> ReadDocuments(
         job.config.keys, id_key=job.config.id_key, on_bad_record=io.on_bad_record,
@@ -66,7 +70,8 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                   lambda f, by_stem: [(s, f.reason) for s in by_stem.get(f.stem, [])],
                   by_stem=shards_of_stem))
     planned = pipeline | "PlannedShards" >> _Create(
-        [(s.shard, (s.fingerprint, s.resume_key)) for s in todo])
+        [(s.shard, (s.fingerprint, s.resume_key)) for s in todo], folder=plan_folder,
+        name="shards", guard=job.guard, storage=storage)
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, job.config, shard_names=job.shard_names(), on_bad_record=io.on_bad_record,
         storage=storage)
@@ -104,25 +109,42 @@ def _read_tally(batch: DocumentBatch):
 
 
 class _Create(beam.PTransform):
-    """``beam.Create(values)`` without its type inference, which visits every value (about a
-    millisecond per work item or planned shard: 100,000 input files cost minutes before the
-    pipeline starts). The values travel in the graph as one compressed pickle, unpickled only
-    when they are emitted: Beam unpickles (and bz2-decompresses) a step's function each time it
-    builds the step (four times a run), which for a list of 1,000 work items as objects cost
-    about 40 ms each time."""
+    """``beam.Create(values)`` for the plan's long lists (a value per work item or shard),
+    neither inferring types (Beam's Create visits every value: about a millisecond each) nor
+    carried in the graph. Beam pickles a step's function and compresses it with bz2 at level 9
+    twice as it builds the graph, and unpickles it each time it builds the step: values carried
+    there cost about 0.1 ms per work item (10,000 one-line files: 1.2 s). So the values go
+    once, as one zlib pickle, to the run's temporaries (``{output}/_temporary/{run id}/plan/``,
+    where every worker reads and writes anyway), and the step carries the file's name and
+    SHA-256: it reads the file when it runs and unpickles it only when the hash matches (no
+    pickle planted there is ever loaded)."""
 
-    def __init__(self, values):
+    def __init__(self, values, *, folder: str, name: str, guard=None, storage=None):
         super().__init__()
-        self._blob = zlib.compress(pickle.dumps(list(values), protocol=pickle.HIGHEST_PROTOCOL), 1)
+        self._storage = storage
+        blob = zlib.compress(pickle.dumps(list(values), protocol=pickle.HIGHEST_PROTOCOL), 1)
+        self._where = fsutil.join(folder, name)
+        if guard is not None:
+            guard.verify()
+        fsutil.write_bytes_atomic(self._where, blob, durable=False)
+        self._digest = hashlib.sha256(blob).hexdigest()
 
     def expand(self, pbegin):
         return (pbegin | "Impulse" >> beam.Impulse()
-                | "Values" >> beam.FlatMap(_unpack, self._blob)
+                | "Values" >> beam.ParDo(_LoadValuesFn(self._where, self._digest, self._storage))
                 .with_output_types(typehints.Any))
 
 
-def _unpack(_, blob: bytes):
-    return pickle.loads(zlib.decompress(blob))
+class _LoadValuesFn(StorageDoFn):
+    def __init__(self, where: str, digest: str, storage=None):
+        self._where, self._digest, self._storage = where, digest, storage
+
+    def process(self, _):
+        blob = fsutil.read_bytes(self._where)
+        if hashlib.sha256(blob).hexdigest() != self._digest:
+            raise errors.RunError(f"{self._where}: the run's plan was changed or damaged while "
+                                  "the run went on; rerun the same command")
+        yield from pickle.loads(zlib.decompress(blob))
 
 
 def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
