@@ -210,12 +210,11 @@ def main() -> int:
     # VM's disk) a file created within a minute or more of many deletions costs up to 0.3 ms
     # more, the kernel passing over every recently freed inode (find_inode_bit and
     # recently_deleted, seen with perf): the bench's own deletions would be timed in the next
-    # run. The disk floor is measured first, in a folder that stays until then too.
+    # run. The disk floor's files stay until then too.
     trash = os.path.join(work, "trash")
     shutil.rmtree(trash, ignore_errors=True)
     os.makedirs(trash)
     outputs = itertools.count()
-    floor = disk_floor(os.path.join(trash, "floor"), max(sizes or [1000]))
     for w in workers:
         for label, n, inp, ref in cases:
             results = {}
@@ -265,6 +264,8 @@ def main() -> int:
               f"run {fmt(slope(xs, [m['run'] for _, m, _ in done]), '.2f')}, "
               f"overhead exp. {fmt(slope(xs, [m['total'] - r['total'] for _, m, r in done]), '.2f')}"
               " (target: at most 1.1)")
+    # last, so that no run's sync (once per bundle) waits for these files to reach the disk
+    floor = disk_floor(os.path.join(trash, "floor"), max(sizes or [1000]))
     print(f"disk floor: creating the 3 files each shard needs (.bin, .idx, commit record; "
           f"create, write, rename) costs {floor:.2f} ms per file on this disk, before any "
           f"reading, tokenizing or Beam (median of 3)")

@@ -172,12 +172,19 @@ class ItemMark:
     # records or commits the item only when it has seen every one of them
     token_batches: int | None = None
 
-    @property
-    def replayed_records(self) -> int:
-        """Documents read from the input that a reused item stands for (0 for "end")."""
-        return int(self.record.get("records", 0)) if self.kind == "reused" else 0
+    # Every bad record found ("end"), kept in the lists above or not: how many the reader and
+    # the tokenizer found, and the first in the file (smallest offset), for the sink's tally
+    bad_read_count: int = 0
+    bad_tokenized_count: int = 0
+    first_bad: dict | None = None
 
     def note_bad(self, report: dict, *, found: str) -> None:
+        if found == "read":
+            self.bad_read_count += 1
+        else:
+            self.bad_tokenized_count += 1
+        if self.first_bad is None or report["offset"] < self.first_bad["offset"]:
+            self.first_bad = report
         kept = self.bad_read if found == "read" else self.bad_tokenized
         if len(self.bad_read) + len(self.bad_tokenized) >= MAX_KEPT_BAD:
             self.keepable = False

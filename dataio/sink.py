@@ -74,7 +74,7 @@ from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, commit_recor
                              read_commit_record, temporary_dir)
 from dataio.elements import PartInfo, ShardResult
 
-__all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally", "SumTalliesFn",
+__all__ = ["WriteShards", "WriteErrors", "RecordTally",
            "too_many_bad", "METRICS", "ShardResult", "PartInfo",
            "COMMITS_DIR", "ERRORS_DIR", "FAILURES_DIR", "TEMPORARY_DIR", "commit_record_path",
            "errors_path", "failure_record_path", "is_committed", "read_commit_record",
@@ -101,32 +101,16 @@ BAD_RECORDS = _metric(METRICS, "bad_records")
 SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
-class SumCountsFn(beam.CombineFn):
-    """(Counts, input bytes, of them reused) of a shard's parts, summed; the accumulator is that
-    triple. Reused bytes: of items whose parts an earlier run kept (dataio/parts.py)."""
-
-    def create_accumulator(self):
-        return Counts(), 0, 0
-
-    def add_input(self, acc, counts):
-        return acc[0] + counts[0], acc[1] + counts[1], acc[2] + counts[2]
-
-    def merge_accumulators(self, accs):
-        total, num_bytes, reused = Counts(), 0, 0
-        for counts, more, more_reused in accs:
-            total, num_bytes, reused = total + counts, num_bytes + more, reused + more_reused
-        return total, num_bytes, reused
-
-    def extract_output(self, acc):
-        return acc
+TALLIES = "tallies"  # the part writer's output of (shard, RecordTally) per item
 
 
 @dataclasses.dataclass(frozen=True)
 class RecordTally:
     """What one input's records came to: ``records`` read, ``bad`` of them (the parser's and
     the tokenizer's bad records), and the first bad one in the file (smallest byte offset, or
-    row for Parquet): where it is and why. The reader tallies every input; the sink decides with
-    it whether the input's shards may be committed (:func:`too_many_bad`)."""
+    row for Parquet): where it is and why. The part writer tallies each work item from its mark
+    (an input's tallies add up with ``+``); the sink decides with it whether the input's shards
+    may be committed (:func:`too_many_bad`)."""
 
     records: int = 0
     bad: int = 0
@@ -140,25 +124,6 @@ class RecordTally:
         first = self if other.offset < 0 or 0 <= self.offset <= other.offset else other
         return dataclasses.replace(first, records=self.records + other.records,
                                    bad=self.bad + other.bad, stem=self.stem or other.stem)
-
-
-class SumTalliesFn(beam.CombineFn):
-    """RecordTallies summed (the first bad record kept)."""
-
-    def create_accumulator(self):
-        return RecordTally()
-
-    def add_input(self, acc, tally):
-        return acc + tally
-
-    def merge_accumulators(self, accs):
-        total = RecordTally()
-        for acc in accs:
-            total = total + acc
-        return total
-
-    def extract_output(self, acc):
-        return acc
 
 
 def too_many_bad(tally: RecordTally, max_bad_fraction: float, *, output: str) -> str | None:
@@ -418,6 +383,7 @@ class _WritePartFn(StorageDoFn):
                 # kill redoes the item.
                 yield from self._spill(place)
                 self._written.pop(place, None)
+                yield from self._tallies(mark)
                 return
             held = None  # the item's batches, where its commit from them was declined
             if plan.items == 1 and mark.keepable and place not in self._spilled:
@@ -434,7 +400,10 @@ class _WritePartFn(StorageDoFn):
             yield from self._spill(place)
             record = self._item_record(mark, self._written.pop(place, []))
             if not mark.keepable:
-                return  # too many bad records to keep: the item is redone on a rerun
+                # too many bad records to keep: the item is redone on a rerun; the finaliser
+                # fails its shards
+                yield from self._tallies(mark)
+                return
             if plan.items == 1:
                 # Committed from its parts (they did not all fit in memory); its record is kept
                 # only where its commit is declined (too many bad records), so that a rerun
@@ -444,6 +413,7 @@ class _WritePartFn(StorageDoFn):
                     if self._commit_stem(mark, [record]) is not None:
                         return
                 parts.write_record(self._output, plan.folder, mark.key, record)
+                yield from self._tallies(mark)  # (the finaliser fails its shards)
                 return
             # every part of the item is written: from now on it is done, whatever happens
             parts.write_record(self._output, plan.folder, mark.key, record)
@@ -454,6 +424,8 @@ class _WritePartFn(StorageDoFn):
             REUSED_BYTES.inc(sum(b for _, _, b in written))
             for shard, info, num_bytes in written:
                 yield shard, (info, (info.counts, num_bytes, num_bytes))
+        # The item's records, for the finaliser, should its shards not be committed here.
+        yield from self._tallies(mark)
         records = {mark.key: record}
         if plan.items > 1:
             if not self._all_done(plan, mark.key):
@@ -464,6 +436,19 @@ class _WritePartFn(StorageDoFn):
             if any(r is None for r in records.values()):
                 return
         self._commit_stem(mark, [records[key] for key in plan.keys or [mark.key]])
+
+    def _tallies(self, mark):
+        """(shard, RecordTally of the item's records) for each shard of the item's stem, for
+        the finaliser, which sums them per shard: whether the stem's records are too often bad
+        (its shards then fail) where this step did not commit them itself."""
+        if mark.kind == "end":  # every bad record counted, kept in the mark or not
+            tally = _tallied(RecordTally(records=mark.records + mark.bad_read_count,
+                                         bad=mark.bad_read_count + mark.bad_tokenized_count,
+                                         stem=mark.plan.stem, file=mark.path), mark.first_bad)
+        else:  # (an item is recorded only with all its bad records)
+            tally, _ = _tally_of(mark.plan.stem, mark.path, [mark.record])
+        for shard, _, _ in mark.plan.shards:
+            yield beam.pvalue.TaggedOutput(TALLIES, (shard, tally))
 
     def _all_done(self, plan, key: str) -> bool:
         """Whether every item of a stem of several has its record. Each record this worker has
@@ -509,16 +494,7 @@ class _WritePartFn(StorageDoFn):
         of one item, written straight to its shards (no parts); the list returned then holds
         what the finaliser gets of each shard written (its parts otherwise)."""
         plan = mark.plan
-        bad_read = [r for record in records for r in record["bad_read"]]
-        reports = sorted(bad_read + [r for record in records for r in record["bad_tokenized"]],
-                         key=lambda r: r["offset"])
-        tally = RecordTally(records=sum(r["records"] for r in records) + len(bad_read),
-                            bad=len(reports), stem=plan.stem, file=mark.path)
-        if reports:
-            first = reports[0]
-            unit = "row" if mark.path.lower().endswith(PARQUET_SUFFIXES) else "line"
-            tally = dataclasses.replace(tally, offset=first["offset"], reason=first["reason"],
-                                        where=f"{unit} {first['line']}")
+        tally, reports = _tally_of(plan.stem, mark.path, records)
         if too_many_bad(tally, self._max_bad_fraction, output=self._output):
             return None
         reading = workers.last_note()  # the item this worker reads meanwhile (the tokenize
@@ -559,6 +535,27 @@ class _WritePartFn(StorageDoFn):
         return out
 
 
+def _tally_of(stem: str, path: str, records: list[dict]) -> tuple[RecordTally, list[dict]]:
+    """The RecordTally of items of the input ``path`` (their item records, or what they hold:
+    ``records`` read, ``bad_read`` and ``bad_tokenized`` reports), and their bad records'
+    reports by offset."""
+    bad_read = [r for record in records for r in record["bad_read"]]
+    reports = sorted(bad_read + [r for record in records for r in record["bad_tokenized"]],
+                     key=lambda r: r["offset"])
+    tally = RecordTally(records=sum(r["records"] for r in records) + len(bad_read),
+                        bad=len(reports), stem=stem, file=path)
+    return _tallied(tally, reports[0] if reports else None), reports
+
+
+def _tallied(tally: RecordTally, first: dict | None) -> RecordTally:
+    """``tally`` naming ``first`` (a BadRecordReport as a dict) as its first bad record."""
+    if first is None:
+        return tally
+    unit = "row" if tally.file.lower().endswith(PARQUET_SUFFIXES) else "line"
+    return dataclasses.replace(tally, offset=first["offset"], reason=first["reason"],
+                               where=f"{unit} {first['line']}")
+
+
 class _FinalizeShardFn(StorageDoFn):
     def __init__(self, output: str, dtype: str, storage=None, run_id: str = "", guard=None,
                  max_bad_fraction: float = 1.0, stale: dict[str, tuple[str, ...]] | None = None,
@@ -579,10 +576,14 @@ class _FinalizeShardFn(StorageDoFn):
             return
         # (fingerprint, what it hashes), or the fingerprint alone
         fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
-        parts_of_shard: list[PartInfo] = list(grouped["parts"])
-        counts, input_bytes, reused_bytes = next(iter(grouped["counts"]), (Counts(), 0, 0))
+        pieces = list(grouped["parts"])  # (PartInfo, (counts, input bytes, of them reused))
+        parts_of_shard: list[PartInfo] = [info for info, _ in pieces]
+        counts = sum((c for _, (c, _, _) in pieces), Counts())
+        input_bytes = sum(b for _, (_, b, _) in pieces)
+        reused_bytes = sum(r for _, (_, _, r) in pieces)
         failures = list(grouped["failed"])
-        tally = next(iter(grouped.get("records", ())), None)
+        tallies = list(grouped.get("records", ()))
+        tally = sum(tallies, RecordTally()) if tallies else None
         too_bad = tally and too_many_bad(tally, self._max_bad_fraction, output=self._output)
         if too_bad and not failures:
             failures = [too_bad]
@@ -658,18 +659,18 @@ class WriteShards(beam.PTransform):
         self._stale = stale
 
     def expand(self, token_batches):
+        # Each part with its counts, and each item's tally: summed per shard by the finaliser
+        # (no combine: each is a few more steps per shard, a cost per file of a corpus of many)
         written = token_batches | "WriteParts" >> beam.ParDo(
             _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
                          guard=self._guard, max_bad_fraction=self._max_bad_fraction,
-                         stale=self._stale, counted_names=self._counted_names))
-        counts = (written | "PartCounts" >> beam.MapTuple(lambda shard, pc: (shard, pc[1]))
-                  | "CountPerShard" >> beam.CombinePerKey(SumCountsFn()))
-        part_infos = written | "PartInfos" >> beam.MapTuple(lambda shard, pc: (shard, pc[0]))
-        gathered = {"planned": self._planned, "parts": part_infos, "counts": counts,
-                    "failed": self._failed}
+                         stale=self._stale, counted_names=self._counted_names)
+        ).with_outputs(TALLIES, main="parts")
+        tallies = written[TALLIES]
         if self._records is not None:
-            gathered["records"] = (self._records
-                                   | "TallyPerShard" >> beam.CombinePerKey(SumTalliesFn()))
+            tallies = (tallies, self._records) | "AllTallies" >> beam.Flatten()
+        gathered = {"planned": self._planned, "parts": written.parts, "records": tallies,
+                    "failed": self._failed}
         grouped = gathered | "GatherParts" >> beam.CoGroupByKey()
         return grouped | "FinalizeShard" >> beam.ParDo(
             _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,

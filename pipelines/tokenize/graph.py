@@ -21,13 +21,13 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from runtime import errors, log
 from dataio import fs as fsutil
-from dataio import manifest, parts, readers, sink
+from dataio import manifest, parts, sink
 from pipelines import beam_options
 from pipelines import options as opts
 from pipelines.tokenize import outcome, planner
 from transforms import documents as docs
 from transforms.read import ReadDocuments
-from dataio.elements import DocumentBatch, ShardResult
+from dataio.elements import ShardResult
 from dataio.storage_fn import StorageDoFn
 from transforms.tokenize import TokenizeDocuments
 
@@ -75,19 +75,9 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
     tokens = read["documents"] | "TokenizeDocuments" >> TokenizeDocuments(
         job.spec, job.config, shard_names=job.shard_names(), on_bad_record=io.on_bad_record,
         storage=storage)
-    # Each input's records, good and bad: the sink fails the shards of an input whose records
-    # are all bad, or too often (--max-bad-fraction), instead of committing them.
-    tallies = ((read["documents"] | "RecordsRead" >> beam.Map(_read_tally),
-                read[docs.ERRORS_TAG] | "BadWhenRead" >> beam.Map(_bad_tally, read=True),
-                tokens[docs.ERRORS_TAG] | "BadWhenTokenized" >> beam.Map(_bad_tally, read=False))
-               | "AllRecords" >> beam.Flatten()
-               | "TallyPerInput" >> beam.CombinePerKey(sink.SumTalliesFn())
-               | "TallyOfShards" >> beam.FlatMap(
-                   lambda st, by_stem: [(s, st[1]) for s in by_stem.get(st[0], [])],
-                   by_stem=shards_of_stem))
     results = tokens["tokens"] | "WriteShards" >> sink.WriteShards(
         job.output, dtype=job.dtype, planned=planned, failed=failed, storage=storage,
-        run_id=job.run_id, guard=job.guard, records=tallies, stale=job.stale,
+        run_id=job.run_id, guard=job.guard, stale=job.stale,
         max_bad_fraction=job.config.max_bad_fraction, counted_names=job.counted_names)
     # Records the parser rejected and documents the splitter or tokenizer raised on: one file.
     errors_written = ((read[docs.ERRORS_TAG], tokens[docs.ERRORS_TAG]) | "BadRecords" >> beam.Flatten()
@@ -100,12 +90,6 @@ def build(pipeline: beam.Pipeline, job: planner.Job, *, storage=None, finish_arg
                                             started=started, storage=storage),
                                   errors_written=beam.pvalue.AsList(errors_written)))
     return results
-
-
-def _read_tally(batch: DocumentBatch):
-    """(stem, RecordTally) of a batch's documents (or of the documents a reused item read)."""
-    records = len(batch) if batch.mark is None else batch.mark.replayed_records
-    return batch.stem, sink.RecordTally(records=records, stem=batch.stem, file=batch.path)
 
 
 class _Create(beam.PTransform):
@@ -145,16 +129,6 @@ class _LoadValuesFn(StorageDoFn):
             raise errors.RunError(f"{self._where}: the run's plan was changed or damaged while "
                                   "the run went on; rerun the same command")
         yield from pickle.loads(zlib.decompress(blob))
-
-
-def _bad_tally(element: tuple[str, docs.BadRecordReport], *, read: bool):
-    """(stem, RecordTally) of one bad record: a record of its own when the reader found it
-    bad; the tokenizer's were counted as records when they were read."""
-    stem, report = element
-    unit = "row" if report.file.lower().endswith(readers.PARQUET_SUFFIXES) else "line"
-    return stem, sink.RecordTally(records=1 if read else 0, bad=1, stem=stem, file=report.file,
-                                  offset=report.offset, where=f"{unit} {report.line}",
-                                  reason=report.reason)
 
 
 def run(job: planner.Job, *, workers: int | None, storage=None) -> outcome.Reported:
