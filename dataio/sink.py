@@ -74,7 +74,7 @@ from dataio.manifest import (COMMITS_DIR, ERRORS_DIR, FAILURES_DIR, commit_recor
                              read_commit_record, temporary_dir)
 from dataio.elements import PartInfo, ShardResult
 
-__all__ = ["WriteShards", "WriteErrors", "RecordTally",
+__all__ = ["WriteShards", "WriteErrors", "SumCountsFn", "RecordTally",
            "too_many_bad", "METRICS", "ShardResult", "PartInfo",
            "COMMITS_DIR", "ERRORS_DIR", "FAILURES_DIR", "TEMPORARY_DIR", "commit_record_path",
            "errors_path", "failure_record_path", "is_committed", "read_commit_record",
@@ -102,6 +102,29 @@ SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
 TALLIES = "tallies"  # the part writer's output of (shard, RecordTally) per item
+
+
+class SumCountsFn(beam.CombineFn):
+    """(Counts, input bytes, of them reused) of a shard's parts, summed: the counts in its name.
+    Each input is a part as the part writer hands it on, (PartInfo, that triple); the
+    accumulator is the triple. Reused bytes: of items whose parts an earlier run kept
+    (dataio/parts.py)."""
+
+    def create_accumulator(self):
+        return Counts(), 0, 0
+
+    def add_input(self, acc, part):
+        _, counts = part
+        return acc[0] + counts[0], acc[1] + counts[1], acc[2] + counts[2]
+
+    def merge_accumulators(self, accs):
+        total, num_bytes, reused = Counts(), 0, 0
+        for counts, more, more_reused in accs:
+            total, num_bytes, reused = total + counts, num_bytes + more, reused + more_reused
+        return total, num_bytes, reused
+
+    def extract_output(self, acc):
+        return acc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -576,11 +599,8 @@ class _FinalizeShardFn(StorageDoFn):
             return
         # (fingerprint, what it hashes), or the fingerprint alone
         fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
-        pieces = list(grouped["parts"])  # (PartInfo, (counts, input bytes, of them reused))
-        parts_of_shard: list[PartInfo] = [info for info, _ in pieces]
-        counts = sum((c for _, (c, _, _) in pieces), Counts())
-        input_bytes = sum(b for _, (_, b, _) in pieces)
-        reused_bytes = sum(r for _, (_, _, r) in pieces)
+        parts_of_shard: list[PartInfo] = [info for info, _ in grouped["parts"]]
+        counts, input_bytes, reused_bytes = next(iter(grouped["counts"]), (Counts(), 0, 0))
         failures = list(grouped["failed"])
         tallies = list(grouped.get("records", ()))
         tally = sum(tallies, RecordTally()) if tallies else None
@@ -659,8 +679,9 @@ class WriteShards(beam.PTransform):
         self._stale = stale
 
     def expand(self, token_batches):
-        # Each part with its counts, and each item's tally: summed per shard by the finaliser
-        # (no combine: each is a few more steps per shard, a cost per file of a corpus of many)
+        # Each part with its counts (summed by a combiner: the counts in the shard's name), and
+        # each item's tally (summed by the finaliser: no combine or steps of their own, a cost
+        # per file in a corpus of many)
         written = token_batches | "WriteParts" >> beam.ParDo(
             _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
                          guard=self._guard, max_bad_fraction=self._max_bad_fraction,
@@ -669,8 +690,9 @@ class WriteShards(beam.PTransform):
         tallies = written[TALLIES]
         if self._records is not None:
             tallies = (tallies, self._records) | "AllTallies" >> beam.Flatten()
-        gathered = {"planned": self._planned, "parts": written.parts, "records": tallies,
-                    "failed": self._failed}
+        counts = written.parts | "CountPerShard" >> beam.CombinePerKey(SumCountsFn())
+        gathered = {"planned": self._planned, "parts": written.parts, "counts": counts,
+                    "records": tallies, "failed": self._failed}
         grouped = gathered | "GatherParts" >> beam.CoGroupByKey()
         return grouped | "FinalizeShard" >> beam.ParDo(
             _FinalizeShardFn(self._output, self._dtype, self._storage, self._run_id,

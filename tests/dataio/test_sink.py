@@ -1,5 +1,5 @@
 """The shard sink on its own (dataio/sink.py): WriteShards and WriteErrors in a TestPipeline fed
-with token batches and reports written here, and the finaliser driven
+with token batches and reports written here, the SumCountsFn combiner, and the finaliser driven
 directly: run twice, and run after crashes that left parts, a ``.bin`` without its ``.idx``, or a
 commit record without files."""
 
@@ -44,19 +44,19 @@ def write_parts(output, shard, batches, *, run_id=RUN, dtype="uint16"):
     fn.setup()
     outs = [out for tb in batches for out in fn.process(tb)]
     assert {s for s, _ in outs} == {shard}
-    counts = (sum((c for _, (_, (c, _, _)) in outs), Counts()),
-              sum(b for _, (_, (_, b, _)) in outs), sum(r for _, (_, (_, _, r)) in outs))
+    combine = sink.SumCountsFn()
+    counts = combine.extract_output(combine.merge_accumulators(
+        [combine.add_input(combine.create_accumulator(), piece) for _, piece in outs]))
     return [info for _, (info, _) in outs], counts
 
 
 def finalize(output, shard, fingerprint, parts, counts, *, failed=(), run_id=RUN):
-    """The finaliser on ``parts`` whose counts sum to ``counts`` (carried by the first)."""
+    """The finaliser on ``parts`` whose counts combined to ``counts``."""
     fn = sink._FinalizeShardFn(str(output), "uint16", None, run_id)
     fn.setup()
     counts = (*counts, 0) if len(counts) == 2 else counts  # (Counts, input bytes[, reused])
-    pieces = [(p, counts if i == 0 else (Counts(), 0, 0)) for i, p in enumerate(parts)]
-    element = (shard, {"planned": [fingerprint], "parts": pieces, "records": [],
-                       "failed": list(failed)})
+    element = (shard, {"planned": [fingerprint], "parts": [(p, None) for p in parts],
+                       "counts": [counts], "records": [], "failed": list(failed)})
     return list(fn.process(element))
 
 
@@ -155,6 +155,49 @@ def test_write_errors_one_file_per_stem_sorted_by_offset(tmp_path, make_pipeline
     assert [json.loads(x) for x in open(f"{out}/_errors/b.jsonl")] == [other.as_json()]
 
 
+# --- SumCountsFn ---------------------------------------------------------------------------------
+
+counts_st = st.tuples(st.builds(Counts, *[st.integers(0, 10**12)] * 3), st.integers(0, 10**12),
+                      st.integers(0, 10**12))
+
+
+def _sum(values):
+    return (Counts(*(sum(getattr(c, f) for c, _, _ in values)
+                     for f in ("documents", "sequences", "tokens"))),
+            sum(n for _, n, _ in values), sum(r for _, _, r in values))
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(counts_st, max_size=12), cuts=st.lists(st.integers(0, 12), max_size=4),
+       order=st.randoms(use_true_random=False))
+def test_sum_counts_any_split_and_merge_order_gives_the_total(values, cuts, order):
+    fn = sink.SumCountsFn()
+    bounds = sorted({0, len(values), *(min(c, len(values)) for c in cuts)})
+    accs = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        acc = fn.create_accumulator()
+        for v in values[lo:hi]:
+            acc = fn.add_input(acc, (None, v))  # (PartInfo, counts) as the part writer gives
+        accs.append(acc)
+    accs.append(fn.create_accumulator())  # a bundle that saw nothing
+    order.shuffle(accs)
+    merged = fn.merge_accumulators(accs)
+    assert fn.extract_output(merged) == _sum(values)
+    # merging in two stages, in another order, changes nothing
+    half = len(accs) // 2
+    twice = fn.merge_accumulators([fn.merge_accumulators(accs[half:]),
+                                   fn.merge_accumulators(accs[:half])])
+    assert fn.extract_output(twice) == _sum(values)
+
+
+def test_sum_counts_of_nothing_is_zero():
+    fn = sink.SumCountsFn()
+    assert fn.extract_output(fn.create_accumulator()) == (Counts(0, 0, 0), 0, 0)
+    assert fn.extract_output(fn.merge_accumulators([])) == (Counts(0, 0, 0), 0, 0)
+    assert fn.extract_output(fn.merge_accumulators([fn.create_accumulator()] * 3)) == \
+        (Counts(), 0, 0)
+
+
 # --- bad records: the tally of an input's records, and when it fails the input's shards ------
 
 def _bad(offset, records=1):
@@ -249,7 +292,7 @@ def _parts(out):
 
 
 def result(counts, *, failed=None):
-    """The ShardResult of SHARD for ``counts``: (Counts, input bytes) summed over its parts."""
+    """The ShardResult of SHARD for ``counts``: (Counts, input bytes) as SumCountsFn gives them."""
     return ShardResult(SHARD, None if failed else NAME, counts[0], input_bytes=counts[1],
                             failed=failed)
 

@@ -101,8 +101,8 @@ def test_the_finaliser_takes_a_shard_the_part_writer_committed_as_it_is(tmp_path
     (shard, piece), = out
     fn = sink._FinalizeShardFn(str(tmp_path), "uint16", None, RUN)
     fn.setup()
-    result, = fn.process((shard, {"planned": [("fp", None)], "parts": [piece], "records": [],
-                                  "failed": []}))
+    result, = fn.process((shard, {"planned": [("fp", None)], "parts": [piece],
+                                  "counts": [piece[1]], "records": [], "failed": []}))
     assert result.name == piece[0].committed and result.counts == indexed.Counts(4, 4, 7)
 
 
@@ -233,12 +233,12 @@ def test_the_finaliser_sums_the_tallies_of_a_stems_items(tmp_path):
                            where="line 4", reason="late")
     two = sink.RecordTally(records=10, bad=3, stem="doc", file="/in/doc.jsonl", offset=7,
                            where="line 2", reason="early")
-    result, = fn.process((SHARD, {"planned": [("fp", None)], "parts": [], "records": [one, two],
-                                  "failed": []}))
+    result, = fn.process((SHARD, {"planned": [("fp", None)], "parts": [], "counts": [],
+                                  "records": [one, two], "failed": []}))
     assert result.name is not None  # 6 of 20: not more than 0.4
     fn = sink._FinalizeShardFn(str(tmp_path / "b"), "uint16", None, RUN, max_bad_fraction=0.25)
     fn.setup()
-    result, = fn.process((SHARD, {"planned": [("fp", None)], "parts": [], "records": [one, two],
-                                  "failed": []}))
+    result, = fn.process((SHARD, {"planned": [("fp", None)], "parts": [], "counts": [],
+                                  "records": [one, two], "failed": []}))
     assert result.name is None and "6 of 20 records are bad" in result.failed
     assert "the first, line 2: early" in result.failed
