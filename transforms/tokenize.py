@@ -57,6 +57,8 @@ def assemble(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarr
     ``segment_doc``: the document of each segment. Returns (tokens, sequence_lengths,
     sequences_per_document, kept_documents_mask).
     """
+    if num_docs == 1 and len(segment_lengths) == 1 and segment_lengths[0] > 0:
+        return _assemble_one(ids, int(segment_lengths[0]), eod=eod)
     keep = segment_lengths > 0
     if keep.all():
         lengths = segment_lengths.astype(np.int64)
@@ -74,6 +76,19 @@ def assemble(ids: np.ndarray, segment_lengths: np.ndarray, segment_doc: np.ndarr
         lengths[last_seq] += 1
     kept = per_doc > 0 if skip_empty else np.ones(num_docs, dtype=bool)
     return tokens, lengths, per_doc[kept], kept
+
+
+def _assemble_one(ids: np.ndarray, n: int, *, eod: int | None):
+    """:func:`assemble` of one document of one non-empty segment (every document of a corpus
+    of one-line files), without the dozen NumPy calls of the general case: the same arrays."""
+    if eod is None:
+        tokens = ids
+    else:
+        tokens = np.empty(n + 1, dtype=ids.dtype)
+        tokens[:n] = ids
+        tokens[n] = eod
+    one = np.ones(1, dtype=np.int64)
+    return tokens, np.array([tokens.size], dtype=np.int64), one, np.ones(1, dtype=bool)
 
 
 def holdout_mask(ids: Sequence[str | None], fallback_texts: Sequence, fraction: float) -> np.ndarray:

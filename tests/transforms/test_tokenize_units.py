@@ -157,6 +157,24 @@ def test_assemble_megatron_semantics():
     assert kept.tolist() == [True, False, True]
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint32])
+@pytest.mark.parametrize("eod", [None, 0, 7])
+@pytest.mark.parametrize("skip_empty", [False, True])
+@pytest.mark.parametrize("seg_lengths", [[3], [0], [2, 1], [0, 3]])
+def test_assemble_of_one_document_is_the_general_case(dtype, eod, skip_empty, seg_lengths):
+    """One document of one segment takes a short path: the same arrays, dtypes included, as
+    the general case (a second, empty document sends the same data down it)."""
+    ids = np.arange(1, sum(seg_lengths) + 1, dtype=dtype)
+    one = assemble(ids, np.array(seg_lengths), np.zeros(len(seg_lengths), np.int64), 1,
+                   eod=eod, skip_empty=skip_empty)
+    general = assemble(ids, np.array(seg_lengths + [0]),
+                       np.array([0] * len(seg_lengths) + [1]), 2, eod=eod,
+                       skip_empty=skip_empty)
+    general = (general[0], general[1], general[2][:1], general[3][:1])
+    for got, want in zip(one, general):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
 def test_holdout_is_stable_and_proportional():
     ids = [f"doc-{i}" for i in range(20000)]
     a = holdout_mask(ids, [""] * len(ids), 0.1)
