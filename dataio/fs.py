@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import errno
 import importlib
+import itertools
 import mmap
 import os
 import shutil
 import stat
 import sys
-import tempfile
 import threading
+import uuid
 from typing import Any, Callable
 
 import fsspec
@@ -61,6 +62,24 @@ def set_storage_options(protocol: str, options: dict[str, Any]) -> None:
 
 def storage_options(protocol: str) -> dict[str, Any]:
     return dict(_STORAGE_OPTIONS.get(protocol, {}))
+
+
+def _draw_token_prefix() -> None:
+    global _TOKEN_PREFIX
+    _TOKEN_PREFIX = uuid.uuid4().hex[:8]
+
+
+_TOKEN_PREFIX = ""
+_draw_token_prefix()
+os.register_at_fork(after_in_child=_draw_token_prefix)  # a forked worker draws its own
+_TOKEN_COUNTER = itertools.count()
+
+
+def unique_token() -> str:
+    """A part of a temporary's name that no other writer uses: a random prefix drawn once per
+    process (so also unique across machines sharing a folder) and a counter, not a draw from
+    the OS per file."""
+    return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):x}"
 
 
 def is_local(path: str) -> bool:
@@ -424,8 +443,13 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
     if is_local(path):
         local = os.path.abspath(path.removeprefix("file://"))
         folder = os.path.dirname(local)
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(local)}.inprogress-")
+        tmp = os.path.join(folder, f".{os.path.basename(local)}.inprogress-{unique_token()}")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileNotFoundError:  # the folder is made where missing, not asked first
+            os.makedirs(folder, exist_ok=True)
+            fd = os.open(tmp, flags, 0o600)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -449,41 +473,6 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
     with fs.open(tmp, "wb") as f:
         f.write(data)
     replace(fs, tmp, inner)
-
-
-def write_record(path: str, data: bytes) -> None:
-    """Write a small JSON record (a commit record: ``data`` one JSON object) that is new where
-    it goes, at the cost of one file creation: created exclusively under its own name and
-    written in one call, with no temporary or rename. A reader sees no file, or a file that
-    does not parse while it is being written (or after a power cut before its sync), or all of
-    it: never a part that parses (an object's text is whole only once its closing brace is
-    there), and a record that does not parse counts as absent (dataio/manifest.py). Where the
-    name is taken (a record written again, a link planted there): :func:`write_bytes_atomic`,
-    which replaces it whole. Not fsynced: the caller syncs the filesystem (records whose loss
-    costs only redone work)."""
-    if not is_local(path):
-        write_bytes_atomic(path, data, durable=False)
-        return
-    local = path.removeprefix("file://")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        try:
-            fd = os.open(local, flags, 0o644)
-        except FileNotFoundError:
-            os.makedirs(os.path.dirname(os.path.abspath(local)), exist_ok=True)
-            fd = os.open(local, flags, 0o644)
-    except FileExistsError:
-        write_bytes_atomic(path, data, durable=False)
-        return
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        os.unlink(local)  # (a part that does not parse either way; none is left)
-        raise
-    os.close(fd)
 
 
 def remove_atomic_leftovers(path: str) -> list[str]:

@@ -53,12 +53,10 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import itertools
 import os
 import shutil
 import struct
 import tempfile
-import uuid
 from typing import BinaryIO, Iterable, Sequence
 
 import numpy as np
@@ -495,7 +493,7 @@ class IndexedDatasetWriter:
         self.dtype = np.dtype(dtype)
         dtype_code(self.dtype)
         self._fs, self._path = fsutil.filesystem_and_path(prefix)
-        token = _unique_token()
+        token = fsutil.unique_token()
         self._tmp_bin = _temporary_name(self._path + ".bin", token)
         self._tmp_idx = _temporary_name(self._path + ".idx", token)
         self._local = fsutil.is_local(prefix)
@@ -738,23 +736,6 @@ def _sendfile(src: int, dst: int, count: int) -> int:
 
 
 TEMPORARY_MARK = ".inprogress-"
-
-
-def _draw_token_prefix() -> None:
-    global _TOKEN_PREFIX
-    _TOKEN_PREFIX = uuid.uuid4().hex[:8]
-
-
-_TOKEN_PREFIX = ""
-_draw_token_prefix()
-os.register_at_fork(after_in_child=_draw_token_prefix)  # a forked worker draws its own
-_TOKEN_COUNTER = itertools.count()
-
-
-def _unique_token() -> str:
-    """A name part no other writer uses: a random prefix drawn once per process (so also
-    across machines sharing a folder) and a counter, not a draw from the OS per file."""
-    return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):x}"
 
 
 def _temporary_name(final_path: str, token: str) -> str:

@@ -264,8 +264,8 @@ class _Committer:
                   **({"resume_key": resume_key} if resume_key else {})}
         faults.checkpoint("sink.before_commit_record")
         self.still_ours()
-        fsutil.write_record(commit_record_path(self._output, shard),
-                            (json.dumps(record) + "\n").encode())
+        fsutil.write_bytes_atomic(commit_record_path(self._output, shard),
+                                  (json.dumps(record) + "\n").encode(), durable=False)
         self._unsynced = True
         faults.checkpoint("sink.before_cleanup")
         self.still_ours()

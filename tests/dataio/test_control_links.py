@@ -105,7 +105,7 @@ def test_atomic_write_replaces_a_link_and_leaves_its_target(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".bin", ".idx"])
 def test_shard_temporaries_are_created_exclusively(tmp_path, monkeypatch, suffix):
-    monkeypatch.setattr(indexed, "_unique_token", lambda: "0123abcd0")  # a predictable name
+    monkeypatch.setattr(fsutil, "unique_token", lambda: "0123abcd0")  # a predictable name
     victim = _victim_file(tmp_path)
     prefix = tmp_path / "out" / "_temporary" / "run" / "a_text_document" / "000000-000000"
     prefix.parent.mkdir(parents=True)

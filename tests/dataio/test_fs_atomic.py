@@ -1,6 +1,5 @@
 """dataio.fs.write_bytes_atomic (the one atomic small write) and write_text."""
 
-import json
 import os
 
 import fsspec
@@ -45,43 +44,25 @@ def test_url_write_and_text(capsys):
     assert capsys.readouterr().out == "to stdout\n"
 
 
-def test_a_record_is_created_under_its_name_and_a_second_write_replaces_it(tmp_path):
-    path = tmp_path / "_commits" / "sub" / "a.json"  # its folders made where missing
-    fsutil.write_record(str(path), b'{"n": 1}\n')
-    assert path.read_bytes() == b'{"n": 1}\n' and os.listdir(path.parent) == ["a.json"]
-    fsutil.write_record(str(path), b'{"n": 2}\n')  # the name is taken: replaced whole
-    assert path.read_bytes() == b'{"n": 2}\n' and os.listdir(path.parent) == ["a.json"]
-
-
-def test_a_record_never_writes_through_a_link_planted_at_its_name(tmp_path):
+def test_the_temporary_is_created_exclusively_and_never_written_through_a_link(tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(fsutil, "unique_token", lambda: "0123abcd0")  # a predictable name
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"keep me")
-    record = tmp_path / "a.json"
-    os.symlink(victim, record)
-    fsutil.write_record(str(record), b'{"n": 1}\n')
-    assert victim.read_bytes() == b"keep me"
-    assert not record.is_symlink() and record.read_bytes() == b'{"n": 1}\n'
+    os.symlink(victim, tmp_path / ".record.json.inprogress-0123abcd0")
+    with pytest.raises(FileExistsError):
+        fsutil.write_bytes_atomic(str(tmp_path / "record.json"), b"new", durable=False)
+    assert victim.read_bytes() == b"keep me" and not (tmp_path / "record.json").exists()
 
 
-def test_a_record_cut_short_by_a_crash_reads_as_no_record(tmp_path):
-    # write_record writes under the final name: what a kill between its create and its last
-    # write leaves must count as not committed, never as a record
-    from dataio import manifest
-    data = json.dumps({"shard": "a", "name": "a_dc=1", "fingerprint": "f"}).encode() + b"\n"
-    for cut in range(len(data) - 1):  # every prefix short of the closing brace and newline
-        path = tmp_path / "_commits" / "a.json"
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(data[:cut])
-        assert manifest.read_commit_record(str(tmp_path), "a") is None, cut
-
-
-def test_a_failed_record_write_leaves_no_file(tmp_path, monkeypatch):
-    path = tmp_path / "a.json"
-
-    def broken_write(fd, data):
-        raise OSError("simulated")
-
-    monkeypatch.setattr(os, "write", broken_write)
-    with pytest.raises(OSError, match="simulated"):
-        fsutil.write_record(str(path), b'{"n": 1}\n')
-    assert os.listdir(tmp_path) == []
+def test_temporaries_of_one_process_and_of_a_fork_differ():
+    first, second = fsutil.unique_token(), fsutil.unique_token()
+    assert first != second and first[:8] == second[:8]  # one prefix, a counter
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own prefix, drawn at the fork
+        os.write(write, fsutil.unique_token().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(read, 64).decode()
+    assert child[:8] != first[:8]
