@@ -26,6 +26,7 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -151,9 +152,32 @@ def render_conf(conf: dict) -> str:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free on ``host`` now, for a server started next. Drawn below the kernel's
+    ephemeral range where there is room: a port the kernel hands out (bind to 0) is one it may
+    hand again to any outgoing connection before the server binds it (Flink's BLOB server was
+    refused so once, "Address already in use")."""
+    low = _ephemeral_low()
+    rng = random.SystemRandom()
+    for _ in range(200) if low > 11000 else ():
+        port = rng.randrange(10000, low)
+        with closing(socket.socket()) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with closing(socket.socket()) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def _ephemeral_low() -> int:
+    """The lowest port of the kernel's ephemeral range (Linux; 32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def overview(rest: str, timeout: float = 5.0) -> dict:

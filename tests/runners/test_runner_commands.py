@@ -38,3 +38,18 @@ def test_an_unreachable_flink_is_a_run_error(capsys):
     assert flink.main(argv) == 1
     err = capsys.readouterr().err
     assert f"error: Flink at 127.0.0.1:{bound} is not reachable" in err and "Traceback" not in err
+
+
+def test_a_free_port_is_drawn_below_the_kernels_ephemeral_range():
+    """Ports for the servers a job starts (Flink's RPC, REST and BLOB servers) are drawn where
+    the kernel never hands one to an outgoing connection meanwhile, and are free."""
+    import socket
+
+    from runners import flink_cluster
+
+    low = flink_cluster._ephemeral_low()
+    for _ in range(20):
+        port = flink_cluster.free_port()
+        assert 10000 <= port < low or low <= 11000
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))  # free
