@@ -265,10 +265,10 @@ def main() -> int:
               f"overhead exp. {fmt(slope(xs, [m['total'] - r['total'] for _, m, r in done]), '.2f')}"
               " (target: at most 1.1)")
     # last, so that no run's sync (once per bundle) waits for these files to reach the disk
-    floor = disk_floor(os.path.join(trash, "floor"), max(sizes or [1000]))
+    floor = disk_floor(os.path.join(trash, "floor"), min(max(sizes or [1000]), 10000))
     print(f"disk floor: creating the 3 files each shard needs (.bin, .idx, commit record; "
           f"create, write, rename) costs {floor:.2f} ms per file on this disk, before any "
-          f"reading, tokenizing or Beam (median of 3)")
+          f"reading, tokenizing or Beam (median of 3, at most 10,000 files)")
     shutil.rmtree(trash, ignore_errors=True)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
