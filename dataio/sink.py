@@ -102,6 +102,7 @@ SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
 
 
 TALLIES = "tallies"  # the part writer's output of (shard, RecordTally) per item
+COMMITTED = "committed"  # and of (shard, (PartInfo, counts)) of each shard it committed itself
 
 
 class SumCountsFn(beam.CombineFn):
@@ -417,7 +418,8 @@ class _WritePartFn(StorageDoFn):
                 if committed is not None:
                     self._held.pop(place, None)
                     self._held_bytes -= sum(tb.estimated_size() for tb in held)
-                    yield from committed
+                    for shard, piece in committed:  # (no counts to combine: they are its own)
+                        yield beam.pvalue.TaggedOutput(COMMITTED, (shard, piece))
                     return
                 # too many bad records: written as parts and its record kept, as below
             yield from self._spill(place)
@@ -599,8 +601,13 @@ class _FinalizeShardFn(StorageDoFn):
             return
         # (fingerprint, what it hashes), or the fingerprint alone
         fingerprint, resume_key = planned[0] if isinstance(planned[0], tuple) else (planned[0], None)
-        parts_of_shard: list[PartInfo] = [info for info, _ in grouped["parts"]]
-        counts, input_bytes, reused_bytes = next(iter(grouped["counts"]), (Counts(), 0, 0))
+        pieces = list(grouped["parts"])  # (PartInfo, (counts, input bytes, of them reused))
+        parts_of_shard: list[PartInfo] = [info for info, _ in pieces]
+        if pieces and all(info.committed for info in parts_of_shard):
+            counts, input_bytes, reused_bytes = pieces[0][1]  # committed by the part writer
+        else:
+            counts, input_bytes, reused_bytes = next(iter(grouped["counts"]),
+                                                     (Counts(), 0, 0))
         failures = list(grouped["failed"])
         tallies = list(grouped.get("records", ()))
         tally = sum(tallies, RecordTally()) if tallies else None
@@ -679,19 +686,21 @@ class WriteShards(beam.PTransform):
         self._stale = stale
 
     def expand(self, token_batches):
-        # Each part with its counts (summed by a combiner: the counts in the shard's name), and
-        # each item's tally (summed by the finaliser: no combine or steps of their own, a cost
-        # per file in a corpus of many)
+        # Each part with its counts (summed by a combiner: the counts in the shard's name); each
+        # shard the part writer committed itself, with its counts (nothing to sum); and each
+        # item's tally (summed by the finaliser). Steps per shard are a cost per file in a
+        # corpus of many small files: the last two take none of their own.
         written = token_batches | "WriteParts" >> beam.ParDo(
             _WritePartFn(self._output, self._dtype, self._storage, self._run_id,
                          guard=self._guard, max_bad_fraction=self._max_bad_fraction,
                          stale=self._stale, counted_names=self._counted_names)
-        ).with_outputs(TALLIES, main="parts")
+        ).with_outputs(TALLIES, COMMITTED, main="parts")
         tallies = written[TALLIES]
         if self._records is not None:
             tallies = (tallies, self._records) | "AllTallies" >> beam.Flatten()
         counts = written.parts | "CountPerShard" >> beam.CombinePerKey(SumCountsFn())
-        gathered = {"planned": self._planned, "parts": written.parts, "counts": counts,
+        pieces = (written.parts, written[COMMITTED]) | "AllParts" >> beam.Flatten()
+        gathered = {"planned": self._planned, "parts": pieces, "counts": counts,
                     "records": tallies, "failed": self._failed}
         grouped = gathered | "GatherParts" >> beam.CoGroupByKey()
         return grouped | "FinalizeShard" >> beam.ParDo(

@@ -149,14 +149,21 @@ def write_metadata(job: Job, *, argv, started: str, finished: str,
         r = of_shard.get(s.shard)
         return ("failed" if r.failed else "written") if r else "skipped" if s.skip else "missing"
 
+    shown: dict[str, str] = {}  # input path -> as written: resolved from the driver's folder
+    # (this may run on a Spark worker) and redacted; once per input, not once per shard
+
+    def path_of(path: str) -> str:
+        if path not in shown:
+            shown[path] = redact(locations.resolved(path, job.folder))
+        return shown[path]
+
     entries = [manifest.ShardEntry(
-        shard=s.shard, input=redact(locations.resolved(s.input.path, job.folder)), key=s.key,
+        shard=s.shard, input=path_of(s.input.path), key=s.key,
         status=status(s), result=of_shard.get(s.shard)) for s in job.shards]
     head = {"tokenizer": job.tokenizer, "dtype": job.dtype.name, "level": job.config.level,
             "versions": _versions(job),
-            # paths resolved from the driver's folder (this may run on a Spark worker)
-            "inputs": [{"path": redact(locations.resolved(f.path, job.folder)), "size": f.size,
-                        "version": f.version} for f in job.files]}
+            "inputs": [{"path": path_of(f.path), "size": f.size, "version": f.version}
+                       for f in job.files]}
     tail = {"options": redact_argv(argv), "run_id": job.run_id, "started": started,
             "finished": finished}
     return manifest.write_metadata(job.output, shards=entries, head=head, tail=tail)

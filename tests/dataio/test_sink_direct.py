@@ -44,10 +44,13 @@ def stem_plan(items: int) -> StemPlan:
 
 
 def split(out):
-    """What the part writer emitted: (its parts, its (shard, RecordTally) tallies)."""
-    tallies = [o.value for o in out if isinstance(o, TaggedOutput)]
-    assert all(o.tag == sink.TALLIES for o in out if isinstance(o, TaggedOutput))
-    return [o for o in out if not isinstance(o, TaggedOutput)], tallies
+    """What the part writer emitted: (its parts and the shards it committed, its
+    (shard, RecordTally) tallies)."""
+    tagged = [o for o in out if isinstance(o, TaggedOutput)]
+    assert {o.tag for o in tagged} <= {sink.TALLIES, sink.COMMITTED}
+    return ([o if not isinstance(o, TaggedOutput) else o.value for o in out
+             if not isinstance(o, TaggedOutput) or o.tag == sink.COMMITTED],
+            [o.value for o in tagged if o.tag == sink.TALLIES])
 
 
 def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0):
@@ -102,7 +105,7 @@ def test_the_finaliser_takes_a_shard_the_part_writer_committed_as_it_is(tmp_path
     fn = sink._FinalizeShardFn(str(tmp_path), "uint16", None, RUN)
     fn.setup()
     result, = fn.process((shard, {"planned": [("fp", None)], "parts": [piece],
-                                  "counts": [piece[1]], "records": [], "failed": []}))
+                                  "counts": [], "records": [], "failed": []}))  # (none combined)
     assert result.name == piece[0].committed and result.counts == indexed.Counts(4, 4, 7)
 
 
