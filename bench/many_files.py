@@ -217,8 +217,9 @@ def main() -> int:
     outputs = itertools.count()
     # One untimed run first: the first process after a while reads Python, Beam and the
     # corpus from disk (the first row of a cold machine was 0.4 s slower to plan).
-    run(args.code, cases[0][3], os.path.join(trash, "warm-up"), tok, workers=1,
-        timeout=args.timeout) if cases else None
+    if cases:
+        run(args.code, cases[0][3], os.path.join(trash, "warm-up"), tok, workers=1,
+            timeout=args.timeout)
     for w in workers:
         for label, n, inp, ref in cases:
             results = {}
