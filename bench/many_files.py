@@ -2,7 +2,8 @@
 100 files, and one Parquet file of 20,000 one-row row groups against the same rows in 4 groups.
 
     python bench/many_files.py [--sizes 1000,10000] [--workers 1,2] [--parquet-groups 20000]
-                               [--workdir DIR] [--code REPO] [--timeout 1800] [--dry-run]
+                               [--repeat N] [--workdir DIR] [--code REPO] [--timeout 1800]
+                               [--dry-run]
 
 Every figure is the real command, ``python -m pipelines.tokenize`` in a subprocess (interpreter
 start and Beam's import included), with a byte-level BPE trained here on the generated text (no
@@ -45,6 +46,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,6 +109,10 @@ def run(code: str, inp: str, out: str, tok: str, *, workers: int, extra=(), time
            "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", tok, "--append-eod",
            "--log-interval", "0", "--workers", str(workers), *extra]
     env = {**os.environ, "PYTHONPATH": code}
+    # The job syncs its output's filesystem once per bundle (its commit records' durability):
+    # the earlier runs' files, still unwritten, are written first, so that the sync waits for
+    # this run's files only.
+    os.sync()
     marks: dict[str, float] = {}
     tail: list[str] = []
     start = time.monotonic()
@@ -144,6 +150,17 @@ def run(code: str, inp: str, out: str, tok: str, *, workers: int, extra=(), time
             "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss * 1024 / 10**6}
 
 
+def median_run(tries: list[dict]) -> dict:
+    """The runs of one case as one: each figure's median (peak RSS: the largest); the first
+    error, if any run failed."""
+    failed = [t for t in tries if "error" in t]
+    if failed:
+        return failed[0]
+    out = {k: statistics.median(t[k] for t in tries) for k in ("plan", "run", "exit", "total",
+                                                                "cpu")}
+    return {**out, "rss": max(t["rss"] for t in tries)}
+
+
 def _brief(result: dict) -> str:
     """One run's figures as the progress lines on stderr show them (so a long run that is cut
     off leaves what it measured)."""
@@ -178,6 +195,8 @@ def main() -> int:
     parser.add_argument("--workdir", default=None, help="corpora kept here (default: a temp dir)")
     parser.add_argument("--code", default=ROOT, help="the checkout whose code runs")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each case (figures: their medians; default 1)")
     parser.add_argument("--no-rerun", action="store_true", help="leave out the rerun column")
     parser.add_argument("--dry-run", action="store_true", help="add the --dry-run column")
     args = parser.parse_args()
@@ -190,7 +209,9 @@ def main() -> int:
         rng = random.Random(0)
         demo.train_bpe([json.loads(line(rng))["text"] for _ in range(2000)], tok, vocab_size=400)
     print(f"code: {args.code}; cores: {os.cpu_count()}; load average: "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; one run each", flush=True)
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+          f"{'one run each' if args.repeat == 1 else f'medians of {args.repeat} runs'}",
+          flush=True)
 
     cases = []  # (label, n, input, reference input)
     for n in sizes:
@@ -224,10 +245,14 @@ def main() -> int:
         for label, n, inp, ref in cases:
             results = {}
             for kind, folder in (("many", inp), ("ref", ref)):
-                out = os.path.join(trash, f"out{next(outputs)}")
-                results[kind] = run(args.code, folder, out, tok, workers=w, timeout=args.timeout)
-                print(f"  ({label}, --workers {w}, {kind}: {_brief(results[kind])})",
-                      file=sys.stderr, flush=True)
+                tries = []
+                for _ in range(args.repeat):
+                    out = os.path.join(trash, f"out{next(outputs)}")
+                    tries.append(run(args.code, folder, out, tok, workers=w,
+                                     timeout=args.timeout))
+                    print(f"  ({label}, --workers {w}, {kind}: {_brief(tries[-1])})",
+                          file=sys.stderr, flush=True)
+                results[kind] = median_run(tries)
                 if kind == "many" and "error" not in results[kind] and not args.no_rerun:
                     again = run(args.code, folder, out, tok, workers=w, timeout=args.timeout)
                     results[kind]["rerun"] = again.get("total")
