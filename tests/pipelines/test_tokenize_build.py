@@ -13,6 +13,7 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import sink
+from runtime import errors
 from pipelines import beam_options
 from pipelines import tokenize
 from pipelines.tokenize import driver, graph, outcome
@@ -172,3 +173,30 @@ def test_the_summary_gives_wall_and_job_seconds_in_mb_of_10_6_bytes(job, capsys)
     outcome.report(job, [], seconds=2.0, figures=figures)  # the wall time unknown
     rows = dict(line.strip().rsplit(None, 1) for line in capsys.readouterr().out.splitlines()[1:])
     assert rows["wall seconds"] == "-" and rows["MB/s"] == "2.50"
+
+
+@pytest.mark.parametrize("workers, shuffled", [(1, False), (2, True)])
+def test_the_work_items_are_shuffled_only_where_there_are_workers_to_spread_them(job, workers,
+                                                                                  shuffled):
+    """One process on the local runner (``--workers 1``) reads the work items as planned: the
+    Reshuffle that spreads them over workers would spread nothing there, at a cost per item.
+    With several workers (and on a cluster runner) they are spread. The plan's long lists are
+    not in the graph: they travel in a file of the run's temporaries, checked by SHA-256."""
+    job, argv = job
+    options = beam_options.pipeline_options(beam_options.parse(argv), workers=workers)
+    p = beam.Pipeline(options=options)
+    graph.build(p, job)
+    labels = {t.full_label for t in p.transforms_stack[0].parts}
+    assert ("Distribute" in labels) == shuffled
+    plan = os.path.join(sink.temporary_dir(job.output, RUN), "plan")
+    assert sorted(os.listdir(plan)) == ["items", "shards"]
+
+
+def test_the_plans_values_come_back_from_their_file_only_while_it_is_unchanged(tmp_path):
+    create = graph._Create([("a", 1), ("b", 2)], folder=str(tmp_path / "plan"), name="x")
+    loader = graph._LoadValuesFn(create._where, create._digest)
+    assert list(loader.process(None)) == [("a", 1), ("b", 2)]
+    with open(create._where, "ab") as f:  # changed: refused, never unpickled
+        f.write(b"\0")
+    with pytest.raises(errors.RunError, match="changed or damaged while the run went on"):
+        list(loader.process(None))
