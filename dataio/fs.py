@@ -82,6 +82,16 @@ def unique_token() -> str:
     return f"{_TOKEN_PREFIX}{next(_TOKEN_COUNTER):x}"
 
 
+def create_in(folder: str, create: Callable[[], Any]) -> Any:
+    """``create()`` (a new local file in ``folder``); where the folder is missing it is made
+    and ``create()`` tried again: a folder is not asked for first (a request per file)."""
+    try:
+        return create()
+    except FileNotFoundError:
+        os.makedirs(folder, exist_ok=True)
+        return create()
+
+
 def is_local(path: str) -> bool:
     return "://" not in path or path.startswith("file://")
 
@@ -445,11 +455,7 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
         folder = os.path.dirname(local)
         tmp = os.path.join(folder, f".{os.path.basename(local)}.inprogress-{unique_token()}")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            fd = os.open(tmp, flags, 0o600)
-        except FileNotFoundError:  # the folder is made where missing, not asked first
-            os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, flags, 0o600)
+        fd = create_in(folder, lambda: os.open(tmp, flags, 0o600))
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

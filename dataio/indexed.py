@@ -502,11 +502,8 @@ class IndexedDatasetWriter:
         # "xb": temporaries are new files (O_EXCL: never a link someone planted at the name).
         # The folder is made where it is missing (not asked first: requests per shard).
         if self._local:
-            try:
-                self._bin = open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
-            except FileNotFoundError:
-                fsutil.makedirs(self._fs, os.path.dirname(self._path))
-                self._bin = open(self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES)
+            self._bin = fsutil.create_in(os.path.dirname(self._path), lambda: open(
+                self._tmp_bin, "xb", buffering=_WRITE_BUFFER_BYTES))
         else:
             fsutil.makedirs(self._fs, os.path.dirname(self._path))
             self._bin = self._fs.open(self._tmp_bin, "wb")

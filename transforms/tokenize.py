@@ -87,8 +87,8 @@ def _assemble_one(ids: np.ndarray, n: int, *, eod: int | None):
         tokens = np.empty(n + 1, dtype=ids.dtype)
         tokens[:n] = ids
         tokens[n] = eod
-    one = np.ones(1, dtype=np.int64)
-    return tokens, np.array([tokens.size], dtype=np.int64), one, np.ones(1, dtype=bool)
+    return (tokens, np.array([tokens.size], dtype=np.int64), np.ones(1, dtype=np.int64),
+            np.ones(1, dtype=bool))
 
 
 def holdout_mask(ids: Sequence[str | None], fallback_texts: Sequence, fraction: float) -> np.ndarray:
