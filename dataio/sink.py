@@ -51,6 +51,7 @@ import datetime as dt
 import json
 import os
 import signal
+import zlib
 from typing import Iterable
 
 import apache_beam as beam
@@ -96,9 +97,19 @@ INPUT_BYTES = _metric(METRICS, "input_bytes")
 REUSED_BYTES = _metric(METRICS, "reused_bytes")  # input bytes of items an earlier run finished
 BAD_RECORDS = _metric(METRICS, "bad_records")
 # Every ShardResult, encoded (dataio/manifest.py encode_result): what the driver learns was
-# committed. A string set holds 1 MB at most, so the driver trusts it only when it names every
-# shard it planned.
-SHARD_RESULTS = beam.metrics.Metrics.string_set(METRICS, "shard_results")
+# committed. Beam keeps at most 1 MB in a string set (about 10,000 results), so they are spread
+# over RESULT_SETS sets by a hash of the shard's name (about 2.5 million shards), and the driver
+# reads the commit record of any shard they do not name.
+SHARD_RESULTS = "shard_results_"
+RESULT_SETS = 256
+_RESULT_SETS = [beam.metrics.Metrics.string_set(METRICS, f"{SHARD_RESULTS}{k:03d}")
+                for k in range(RESULT_SETS)]
+
+
+def report_result(result: ShardResult) -> None:
+    """Hand ``result`` to the driver (through the runner's metrics)."""
+    _RESULT_SETS[zlib.crc32(result.shard.encode("utf-8")) % RESULT_SETS].add(
+        encode_result(result))
 
 
 TALLIES = "tallies"  # the part writer's output of (shard, RecordTally) per item
@@ -623,7 +634,7 @@ class _FinalizeShardFn(StorageDoFn):
             fsutil.remove_tree(temporaries)
             SHARDS_FAILED.inc()
             result = ShardResult(shard, None, counts, input_bytes=input_bytes, failed=failures[0])
-            SHARD_RESULTS.add(encode_result(result))
+            report_result(result)
             yield result
             return
         if parts_of_shard and all(p.committed for p in parts_of_shard):
@@ -640,7 +651,7 @@ class _FinalizeShardFn(StorageDoFn):
         TOKENS.inc(counts.tokens)
         INPUT_BYTES.inc(input_bytes)
         result = ShardResult(shard, name, counts, input_bytes=input_bytes)
-        SHARD_RESULTS.add(encode_result(result))
+        report_result(result)
         yield result
 
 

@@ -173,8 +173,8 @@ def shard_results(result) -> dict[str, ShardResult] | None:
     """shard -> ShardResult as the sink reported them (dataio/sink.py SHARD_RESULTS), from a
     finished pipeline's result; None when the runner reports none."""
     try:
-        sets = result.metrics().query(MetricsFilter().with_namespace(sink.METRICS).with_name(
-            "shard_results"))["string_sets"]
+        sets = [s for s in result.metrics().query(MetricsFilter().with_namespace(
+            sink.METRICS))["string_sets"] if s.key.metric.name.startswith(sink.SHARD_RESULTS)]
     except Exception:  # noqa: BLE001 - a runner without metrics support: the records say it
         return None
     if not sets or any(s.committed is None for s in sets):

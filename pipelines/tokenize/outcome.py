@@ -74,14 +74,18 @@ def counted_figures(job: Job, results: list[ShardResult],
 
 def collect_results(job: Job, reported: dict[str, ShardResult] | None = None
                     ) -> list[ShardResult]:
-    """What became of each shard this run had to write: as the pipeline ``reported`` them
-    (pipelines/tokenize/graph.py shard_results) when that names every one, else from the commit
-    and failure records (runners whose driver is not this process, or that report no metrics)."""
-    if reported is not None and all(s.shard in reported for s in job.to_process):
-        return [reported[s.shard] for s in job.to_process]
-    failures = fsutil.files_under(fsutil.join(job.output, manifest.FAILURES_DIR))  # one listing
-    return [manifest.shard_result(job.output, s.shard, s.fingerprint, failures=failures)
-            for s in job.to_process]
+    """What became of each shard this run had to write: as the pipeline ``reported`` it
+    (pipelines/tokenize/graph.py shard_results), else from its commit and failure records (a
+    shard the report misses: runners whose driver is not this process, or that report no
+    metrics, or a report over the metrics' size limit)."""
+    reported = reported or {}
+    missing = [s for s in job.to_process if s.shard not in reported]
+    if missing:
+        # one listing
+        failures = fsutil.files_under(fsutil.join(job.output, manifest.FAILURES_DIR))
+        reported = {**reported, **{s.shard: manifest.shard_result(
+            job.output, s.shard, s.fingerprint, failures=failures) for s in missing}}
+    return [reported[s.shard] for s in job.to_process]
 
 
 def finish(job: Job, argv, *, started: str,

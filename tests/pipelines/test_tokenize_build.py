@@ -13,6 +13,8 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from dataio import sink
+from dataio.elements import ShardResult
+from dataio.indexed import Counts
 from runtime import errors
 from pipelines import beam_options
 from pipelines import tokenize
@@ -137,9 +139,28 @@ def test_what_was_committed_comes_back_through_the_pipeline_as_the_records_say(j
     again = json.loads(open(os.path.join(job.output, "metadata.json")).read())
     assert {**meta, "finished": None} == {**again, "finished": None}
     assert [s["status"] for s in meta["shards"]] == ["written", "written"]
-    # a report that misses a shard (a string set is capped at 1 MB) is not trusted
-    partial = dict(list(reported.items())[:1])
-    assert outcome.collect_results(job, partial) == from_records
+    # a shard the report misses (over the metrics' size limit) is read from its records
+    second = job.to_process[1].shard
+    assert outcome.collect_results(job, {second: reported[second]}) == from_records
+    told = ShardResult(second, "told", Counts(7, 7, 7))
+    assert outcome.collect_results(job, {second: told}) == [from_records[0], told]
+
+
+def test_the_runner_hands_back_more_results_than_one_string_set_holds(make_pipeline):
+    # Beam drops what a string set gets past 1 MB: 20,000 results of about 80 bytes are over it.
+    many = [ShardResult(f"dump/part_{k:06d}_text_document", f"dump/part_{k:06d}_text_document"
+                        "_dc=1_sc=1_tc=15", Counts(1, 1, 15), input_bytes=90)
+            for k in range(20_000)]
+    assert sum(len(sink.encode_result(r)) for r in many) > 1_000_000
+
+    def report(_):
+        for r in many:
+            sink.report_result(r)
+        return []
+
+    with make_pipeline() as p:
+        _ = p | beam.Create([None]) | beam.FlatMap(report)
+    assert graph.shard_results(p.result) == {r.shard: r for r in many}
 
 
 def test_progress_is_the_jobs_locally_and_labelled_per_process_on_a_cluster(job):
