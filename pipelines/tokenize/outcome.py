@@ -207,6 +207,9 @@ def report(job: Job, results: list, *, seconds: float, figures: Figures | None =
     return 1 if failed else 0
 
 
+SUMMARY_NAMES = 20  # the committed shards the summary names; metadata.json lists them all
+
+
 def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
              wall: float | None = None, out=None) -> None:
     """The table on stdout. Sizes in MB of 10^6 bytes (transforms/progress.py); rates by the
@@ -233,8 +236,11 @@ def _summary(job: Job, results: list, *, seconds: float, figures: Figures,
         there = manifest.Committed.of(already_committed(job))
         print(f"  already committed: {there.shards} shards ({there.documents:,} documents, "
               f"{there.tokens:,} tokens), skipped", file=out)
-    for r in written:
+    for r in written[:SUMMARY_NAMES]:
         print(f"  committed {r.name}", file=out)
+    if len(written) > SUMMARY_NAMES:  # a corpus of 100,000 files would print 100,000 lines
+        print(f"  ... and {len(written) - SUMMARY_NAMES:,} more committed (metadata.json lists "
+              "every shard)", file=out)
 
 
 def _remove_if_empty(folder: str) -> None:

@@ -5,8 +5,10 @@ counted, and a Parquet file of many row groups is checked to plan few items and 
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import types
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,6 +17,8 @@ import pytest
 from dataio import manifest, readers
 from dataio import discovery
 from dataio.elements import ShardResult
+from dataio.indexed import Counts
+from pipelines.tokenize import outcome
 
 SHARDS = 40
 
@@ -120,3 +124,16 @@ def test_reading_back_what_became_of_many_shards_asks_each_folder_once(tmp_path,
     assert results[4] == ShardResult(shards[4], shards[4] + "_dc=1_sc=1_tc=2",
                                               Counts(1, 1, 2), input_bytes=14)
     assert manifest.count_bad_records(out, [f"f{i:03d}" for i in range(SHARDS)]) == 2
+
+
+def test_the_summary_names_the_first_committed_shards_and_counts_the_rest():
+    results = [ShardResult(f"f{k:03d}_text_document", f"f{k:03d}_text_document_dc=1_sc=1_tc=2",
+                           Counts(1, 1, 2)) for k in range(outcome.SUMMARY_NAMES + 5)]
+    out = io.StringIO()
+    outcome._summary(types.SimpleNamespace(shards=[]), results, seconds=1.0,
+                     figures=outcome.Figures(documents=25, tokens=50, input_bytes=9,
+                                             bad_records=0), out=out)
+    named = [line for line in out.getvalue().splitlines() if line.startswith("  committed ")]
+    assert named == [f"  committed {r.name}" for r in results[:outcome.SUMMARY_NAMES]]
+    assert out.getvalue().endswith("  ... and 5 more committed (metadata.json lists every "
+                                   "shard)\n")
