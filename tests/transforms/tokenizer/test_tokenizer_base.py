@@ -95,3 +95,26 @@ def test_tiktoken_gives_encode_with_specials_ids_with_or_without_specials():
         assert ids.tolist() == [i for w in want for i in w]
     ids, _ = tok.encode_batch(["a </s> b"])
     assert tok.eod in ids.tolist()  # the special token, not its characters
+
+
+@pytest.mark.parametrize("calls", [[[5, 7, 9]], [[5, 7], [9]], [[], [5, 7, 9]], [[5], [], [7, 9]]])
+def test_id_buffer_gives_the_calls_ids_in_its_dtype_copied(calls):
+    buffer = base.IdBuffer(np.uint16)
+    given = [np.array(c, dtype=np.uint32) for c in calls]
+    for ids in given:
+        buffer.extend(ids)
+    out = buffer.array()
+    assert out.dtype == np.uint16 and out.tolist() == [5, 7, 9]
+    for ids in given:
+        ids[:] = 1  # the library reusing its memory changes nothing handed on
+    assert out.tolist() == [5, 7, 9]
+    assert buffer.array().tolist() == []  # emptied
+
+
+@pytest.mark.parametrize("calls", [[[5, 70_000]], [[5], [70_000]], [[70_000], [5]]])
+def test_id_buffer_widens_for_an_id_its_dtype_cannot_hold(calls):
+    buffer = base.IdBuffer(np.uint16)
+    for ids in calls:
+        buffer.extend(np.array(ids, dtype=np.uint32))
+    out = buffer.array()
+    assert out.dtype == np.int64 and sorted(out.tolist()) == [5, 70_000]
