@@ -78,6 +78,10 @@ _PATTERNS: list[tuple[re.Pattern, str]] = [
                 r"(?!REDACTED)(?:'[^']*'|\"[^\"]*\"|[^\s,;&}\]\)]+)"), r"\1" + MASK),
 ]
 
+# What every pattern above needs somewhere in a text to match: a text with none of these is
+# left as it is without running them (a plain path: metadata.json names every input).
+_ANY_PATTERN_MAY_MATCH = re.compile(r"[=:]|--|eyJ|(?i:bearer)")
+
 _registered: set[str] = set()
 _registered_lock = threading.Lock()
 _MIN_REGISTERED_LENGTH = 8  # shorter values would mask ordinary words
@@ -104,8 +108,9 @@ def redact(text: Any) -> Any:
     for secret in registered:
         if secret in text:
             text = text.replace(secret, MASK)
-    for pattern, replacement in _PATTERNS:
-        text = pattern.sub(replacement, text)
+    if _ANY_PATTERN_MAY_MATCH.search(text):
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
     return text
 
 

@@ -2,6 +2,8 @@
 
 import logging
 
+from hypothesis import example, given, settings, strategies as st
+
 from runtime import redact as r
 
 SIG = "tERpbBaVEHLDX5AgEjz0RE7bUUxNlvP3WaQ2uTzBcTI%3D"
@@ -125,3 +127,18 @@ def test_split_and_redact_argv_know_the_same_flags():
     for plain in ("--input", "--json-keys", "-azure-sas-token", "azure_sas_token",
                   "--tokenizer-model"):
         assert r.secret_flag(plain) is None
+
+
+_PIECES = ["sig=", "AccountKey=", "SharedAccessSignature=", "Bearer ", "bearer\t", "SharedKey a:",
+           "https://", "u:p@", "eyJabcdefgh.", "ijklmnop.", "--", "password", "=", ":", " ", "/",
+           "abc", "K9+/=", ";", "&", "\"", "'"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=8).map("".join))
+@settings(max_examples=1000)
+@example("--password abc Bearer abc SharedKey a:K9+/ eyJabcdefgh.ijklmnop.abc")
+def test_the_shortcut_for_texts_no_pattern_can_match_changes_no_result(text):
+    every_pattern = text
+    for pattern, replacement in r._PATTERNS:
+        every_pattern = pattern.sub(replacement, every_pattern)
+    assert r.redact(text) == every_pattern
