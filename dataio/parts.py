@@ -54,6 +54,7 @@ class StemPlan:
     items: int
     done: frozenset = frozenset()
     keys: tuple = ()  # of its items, where it has several (the worker of the last commits)
+    found: bool = True  # its folder held files when planned (False: this run's are its only)
 
 
 def stem_folder(stem: str, shards: Iterable[tuple[str, str]]) -> str:
@@ -99,13 +100,14 @@ def read_record(output: str, folder: str, key: str) -> dict | None:
 
 
 def done_items(output: str) -> dict[str, set[str]]:
-    """``{stem folder: keys of its items with a record}``, from one recursive listing of
-    ``_parts/`` (empty when there is none)."""
+    """``{stem folder: keys of its items with a record}`` of every folder holding a file, from
+    one recursive listing of ``_parts/`` (empty when there is none)."""
     done: dict[str, set[str]] = {}
     for path in fsutil.files_under(root(output)):
         folder, _, name = path.partition("/")
+        keys = done.setdefault(folder, set())
         if name.endswith(".json") and "/" not in name:
-            done.setdefault(folder, set()).add(name[:-len(".json")])
+            keys.add(name[:-len(".json")])
     return done
 
 

@@ -244,9 +244,8 @@ class _Committer:
                         sum(int(tb.sequence_lengths.size) for tb in batches),
                         sum(int(tb.tokens.size) for tb in batches))
         name = self.name_of(shard, counts)
-        committed, _ = is_committed(self._output, shard, fingerprint)
-        if committed:
-            return name, counts
+        # Not asked whether it is committed already: it was not when planned, and only another
+        # attempt of this item may have committed it since, with these same bytes.
         self.still_ours()  # final-named files are written only while the output is ours
         with indexed.IndexedDatasetWriter(fsutil.join(self._output, name),
                                           dtype=self._dtype) as writer:
@@ -564,7 +563,10 @@ class _WritePartFn(StorageDoFn):
                                        input_bytes=sum(b for _, b, _ in mine),
                                        reused_bytes=sum(b for _, b, reused in mine if reused))
         faults.checkpoint("sink.stem_committed")
-        if plan.items == 1:  # (several: another worker may be committing them too)
+        if plan.items == 1 and (held is None or plan.found):
+            # (several items: another worker may be committing them too; one committed from
+            # memory: its folder holds only what an earlier run or another attempt left, which
+            # the run's end removes, and asking costs a request per input)
             parts.remove_folder(self._output, plan.folder)
         if reading:
             workers.note_work(reading)

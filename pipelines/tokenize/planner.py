@@ -138,7 +138,8 @@ class Job:
                 stem=stem, folder=folder, items=len(of_items) or 1,
                 keys=tuple(of_items) if len(of_items) > 1 else (),
                 shards=tuple((s.shard, s.fingerprint, s.resume_key) for s in of_stem),
-                done=frozenset((done or {}).get(folder, ())))
+                done=frozenset((done or {}).get(folder, ())),
+                found=done is None or folder in done)
         return plans
 
 

@@ -35,12 +35,13 @@ def end_mark(plan, key, *, records=4, bad=0):
     return mark
 
 
-def stem_plan(items: int) -> StemPlan:
-    """The plan of the stem ``doc`` of ``items`` work items and one shard."""
+def stem_plan(items: int, *, found: bool = True) -> StemPlan:
+    """The plan of the stem ``doc`` of ``items`` work items and one shard (``found``: its parts
+    folder held files when planned)."""
     return StemPlan(stem="doc", folder=parts.stem_folder("doc", [(SHARD, "fp")]),
                     shards=((SHARD, "fp", None),), items=items,
                     keys=tuple(parts.item_key(i, 0, None, ()) for i in range(items))
-                    if items > 1 else ())
+                    if items > 1 else (), found=found)
 
 
 def split(out):
@@ -53,10 +54,10 @@ def split(out):
             [o.value for o in tagged if o.tag == sink.TALLIES])
 
 
-def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0):
+def run_item(output, *, items=1, bad=0, max_bad_fraction=1.0, found=True):
     """One item of a stem of ``items``, its two batches then its mark, through a fresh
     _WritePartFn in one bundle; returns its parts (as split), plan, key and tallies."""
-    plan = stem_plan(items)
+    plan = stem_plan(items, found=found)
     key = parts.item_key(0, 0, None, ())
     place = (plan.folder, key)
     fn = sink._WritePartFn(str(output), "uint16", None, RUN, max_bad_fraction=max_bad_fraction)
@@ -97,6 +98,27 @@ def test_an_input_of_one_item_is_written_straight_to_its_final_names(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(
         [manifest.COMMITS_DIR, name + ".bin", name + ".idx"])  # no temporary left
     assert tallies == []  # committed here: the finaliser has nothing to decide
+
+
+@pytest.mark.parametrize("found", [True, False])
+def test_an_input_committed_from_memory_removes_its_parts_folder_where_one_was_found(tmp_path,
+                                                                                   found):
+    # A killed run's part of the item: it is there whether planning saw it or not (the run's
+    # end removes the folders of committed stems); the commit asks only where one was seen.
+    left = tmp_path / parts.PARTS_DIR / stem_plan(1).folder / "x" / "part.bin"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"old")
+    run_item(tmp_path, found=found)
+    committed(tmp_path)
+    assert left.exists() is not found
+
+
+def test_planning_notes_which_stems_parts_folders_hold_files(tmp_path):
+    (tmp_path / parts.PARTS_DIR / "aaa-bbb" / "k1").mkdir(parents=True)
+    (tmp_path / parts.PARTS_DIR / "aaa-bbb" / "k1" / "p.bin").write_bytes(b"")
+    (tmp_path / parts.PARTS_DIR / "ccc-ddd").mkdir()
+    (tmp_path / parts.PARTS_DIR / "ccc-ddd" / "k2.json").write_text("{}")
+    assert parts.done_items(str(tmp_path)) == {"aaa-bbb": set(), "ccc-ddd": {"k2"}}
 
 
 def test_the_finaliser_takes_a_shard_the_part_writer_committed_as_it_is(tmp_path):

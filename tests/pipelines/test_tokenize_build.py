@@ -221,3 +221,14 @@ def test_the_plans_values_come_back_from_their_file_only_while_it_is_unchanged(t
         f.write(b"\0")
     with pytest.raises(errors.RunError, match="changed or damaged while the run went on"):
         list(loader.process(None))
+
+
+def test_a_stems_plan_says_whether_its_parts_folder_held_files(job):
+    job, _ = job
+    items = job.items()
+    plans = job.stem_plans(items, {})
+    assert plans and not any(p.found for p in plans.values())
+    first = next(iter(plans.values()))
+    again = job.stem_plans(items, {first.folder: set()})
+    assert [p.found for p in again.values()] == [p is first for p in plans.values()]
+    assert all(p.found for p in job.stem_plans(items).values())  # not listed: assumed there
