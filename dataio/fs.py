@@ -238,11 +238,13 @@ def makedirs(fs: fsspec.AbstractFileSystem, path: str) -> None:
         fs.makedirs(path, exist_ok=True)
 
 
-def replace(fs: fsspec.AbstractFileSystem, source: str, target: str) -> None:
-    """Move ``source`` to ``target``, replacing it (atomic on local disk)."""
+def replace(fs: fsspec.AbstractFileSystem, source: str, target: str, *,
+            linked: bool = True) -> None:
+    """Move ``source`` to ``target``, replacing it (atomic on local disk). ``linked=False``:
+    ``source`` is a file created as new, never a hard link (no need to look for one after)."""
     if isinstance(fs, LocalFileSystem):
         os.replace(source, target)
-        if os.path.lexists(source):
+        if linked and os.path.lexists(source):
             # rename(2) does nothing when both names are links to one file (a shard committed
             # again from the part its first commit hard-linked): the target is right already
             os.unlink(source)
@@ -457,11 +459,14 @@ def write_bytes_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = create_in(folder, lambda: os.open(tmp, flags, 0o600))
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 if durable:
-                    os.fsync(f.fileno())
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, local)
         except BaseException:
             if os.path.exists(tmp):

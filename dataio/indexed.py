@@ -643,7 +643,8 @@ class IndexedDatasetWriter:
             return
         try:
             self._bin.close()
-            with (open(self._tmp_idx, "xb") if self._local
+            # (a buffer size given: no isatty() asked of each new file)
+            with (open(self._tmp_idx, "xb", buffering=_WRITE_BUFFER_BYTES) if self._local
                   else self._fs.open(self._tmp_idx, "wb")) as out:
                 out.write(encode_header(self.dtype, self._lengths.count, self._doc_ends.count))
                 for chunk in self._lengths.chunks():
@@ -657,9 +658,9 @@ class IndexedDatasetWriter:
                 for chunk in self._doc_ends.chunks():
                     out.write(np.ascontiguousarray(chunk, dtype="<i8").data)
             faults.checkpoint("indexed.bin_written")
-            fsutil.replace(self._fs, self._tmp_bin, self._path + ".bin")
+            fsutil.replace(self._fs, self._tmp_bin, self._path + ".bin", linked=self._adopted)
             faults.checkpoint("indexed.between_renames")
-            fsutil.replace(self._fs, self._tmp_idx, self._path + ".idx")
+            fsutil.replace(self._fs, self._tmp_idx, self._path + ".idx", linked=False)
         except BaseException:
             self.abort()
             raise

@@ -25,6 +25,7 @@ does; the parts of a stem go once all its shards are committed. Nothing here imp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -65,7 +66,13 @@ def stem_folder(stem: str, shards: Iterable[tuple[str, str]]) -> str:
 
 def item_key(index: int, start: int, end: int | None, row_groups: Sequence[int]) -> str:
     """The key of a work item: its place in its file and a hash of its range."""
-    return f"{index:06d}-{_hash(json.dumps([start, end, list(row_groups)]), 12)}"
+    return f"{index:06d}-{_range_hash(start, end, tuple(row_groups))}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _range_hash(start: int, end: int | None, row_groups: tuple) -> str:
+    # (remembered: every whole file's range is the same, and a reader asks per work item)
+    return _hash(json.dumps([start, end, list(row_groups)]), 12)
 
 
 def root(output: str) -> str:

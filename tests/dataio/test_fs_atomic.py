@@ -66,3 +66,26 @@ def test_temporaries_of_one_process_and_of_a_fork_differ():
     os.waitpid(pid, 0)
     child = os.read(read, 64).decode()
     assert child[:8] != first[:8]
+
+
+@pytest.mark.parametrize("linked", [True, False])
+def test_replace_moves_a_file_onto_its_target(tmp_path, linked):
+    (tmp_path / "new").write_bytes(b"new")
+    (tmp_path / "old").write_bytes(b"old")
+    fsutil.replace(fsspec.filesystem("file"), str(tmp_path / "new"), str(tmp_path / "old"),
+                   linked=linked)
+    assert os.listdir(tmp_path) == ["old"] and (tmp_path / "old").read_bytes() == b"new"
+
+
+def test_replace_by_a_hard_link_of_the_target_leaves_one_name(tmp_path):
+    # rename(2) of two names of one file does nothing: the source name is removed after
+    (tmp_path / "final").write_bytes(b"bytes")
+    os.link(tmp_path / "final", tmp_path / "tmp")
+    fsutil.replace(fsspec.filesystem("file"), str(tmp_path / "tmp"), str(tmp_path / "final"))
+    assert os.listdir(tmp_path) == ["final"] and (tmp_path / "final").read_bytes() == b"bytes"
+
+
+def test_an_atomic_write_of_many_megabytes_is_whole(tmp_path):
+    data = os.urandom(3 << 20)
+    fsutil.write_bytes_atomic(str(tmp_path / "big"), data)
+    assert (tmp_path / "big").read_bytes() == data

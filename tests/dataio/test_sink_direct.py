@@ -267,3 +267,11 @@ def test_the_finaliser_sums_the_tallies_of_a_stems_items(tmp_path):
                                   "records": [one, two], "failed": []}))
     assert result.name is None and "6 of 20 records are bad" in result.failed
     assert "the first, line 2: early" in result.failed
+
+
+@pytest.mark.parametrize("args, key", [((0, 0, None, ()), "000000-02bfe048c762"),
+                                       ((3, 1048576, 2097152, ()), "000003-7fa716755ce9"),
+                                       ((2, 0, None, [4, 5, 6]), "000002-262221731fee")])
+def test_item_keys_are_those_earlier_runs_recorded_parts_under(args, key):
+    # (the values the key had before it was remembered per range: a kept part stays reusable)
+    assert parts.item_key(*args) == key == parts.item_key(*args)

@@ -18,7 +18,7 @@ from dataio import manifest, readers
 from dataio import discovery
 from dataio.elements import ShardResult
 from dataio.indexed import Counts
-from pipelines.tokenize import outcome
+from pipelines.tokenize import outcome, planner
 
 SHARDS = 40
 
@@ -137,3 +137,13 @@ def test_the_summary_names_the_first_committed_shards_and_counts_the_rest():
     assert named == [f"  committed {r.name}" for r in results[:outcome.SUMMARY_NAMES]]
     assert out.getvalue().endswith("  ... and 5 more committed (metadata.json lists every "
                                    "shard)\n")
+
+
+@pytest.mark.parametrize("extra", [{}, {"content": "sha256:ab"}, {"names": "without counts"},
+                                   {"content": None, "input": ['/d/ü"x\\.jsonl', None, ""]}])
+def test_a_fingerprint_made_with_the_runs_alike_values_is_the_same(extra):
+    payload = {"format": 3, "input": ["/data/a.jsonl", 12, "mtime:1.5"],
+               "tokenizer": [["f00d"], "HuggingFaceTokenizer", 2, False, {"b": 1, "a": [None]}],
+               "settings": {"keys": ["text"], "level": "document", "é": 1.25}, **extra}
+    alike = {k: json.dumps(payload[k], sort_keys=True) for k in ("settings", "tokenizer")}
+    assert planner._fingerprint_of(payload, alike) == planner._fingerprint_of(payload)
