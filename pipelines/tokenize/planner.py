@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import logging
 import os
 import sys
 
@@ -467,13 +468,25 @@ def reused_items(items: list[WorkItem], plans: dict[str, parts.StemPlan]) -> int
         i.index, i.start, i.end, i.row_groups) in plans[i.stem].done)
 
 
+ANNOUNCED_PER_KIND = 20  # skip and redo lines each; --log-level debug prints every one
+
+
 def announce_skips(job: Job) -> None:
-    """A line per shard skipped, and per committed shard redone (saying what changed)."""
+    """A line per shard skipped, and per committed shard redone (saying what changed): the
+    first :data:`ANNOUNCED_PER_KIND` of each, then how many more (a rerun over 100,000 files
+    would print 100,000 lines), unless --log-level debug."""
+    every = _LOG.isEnabledFor(logging.DEBUG)
+    printed = {"skip": 0, "redo": 0}
     for s in job.shards:
-        if s.skip:
-            print(f"skip {s.shard}: {shown(s.reason)}", flush=True)
-        elif s.reason != "not committed yet":
-            print(f"redo {s.shard}: {shown(s.reason)}", flush=True)
+        kind = "skip" if s.skip else "redo" if s.reason != "not committed yet" else None
+        if kind is not None:
+            if every or printed[kind] < ANNOUNCED_PER_KIND:
+                print(f"{kind} {s.shard}: {shown(s.reason)}", flush=True)
+            printed[kind] += 1
+    for kind, count in printed.items():
+        if count > ANNOUNCED_PER_KIND and not every:
+            print(f"{kind}: {count - ANNOUNCED_PER_KIND:,} more shards (--log-level debug lists "
+                  "each)", flush=True)
 
 
 def local_workers(job: Job) -> tuple[int, str] | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import types
 
@@ -147,3 +148,23 @@ def test_a_fingerprint_made_with_the_runs_alike_values_is_the_same(extra):
                "settings": {"keys": ["text"], "level": "document", "é": 1.25}, **extra}
     alike = {k: json.dumps(payload[k], sort_keys=True) for k in ("settings", "tokenizer")}
     assert planner._fingerprint_of(payload, alike) == planner._fingerprint_of(payload)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_rerun_names_the_first_skipped_and_redone_shards_and_counts_the_rest(capsys, debug):
+    shards = ([types.SimpleNamespace(shard=f"s{k:03d}", skip=True, reason="committed")
+               for k in range(planner.ANNOUNCED_PER_KIND + 3)]
+              + [types.SimpleNamespace(shard="r", skip=False, reason="the tokenizer changed"),
+                 types.SimpleNamespace(shard="n", skip=False, reason="not committed yet")])
+    logger = logging.getLogger(planner._LOG.name)
+    level = logger.level
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
+    try:
+        planner.announce_skips(types.SimpleNamespace(shards=shards))
+    finally:
+        logger.setLevel(level)
+    lines = capsys.readouterr().out.splitlines()
+    shown = planner.ANNOUNCED_PER_KIND + 3 if debug else planner.ANNOUNCED_PER_KIND
+    assert lines[:shown] == [f"skip s{k:03d}: committed" for k in range(shown)]
+    assert lines[shown:] == ["redo r: the tokenizer changed"] + (
+        [] if debug else ["skip: 3 more shards (--log-level debug lists each)"])
