@@ -15,6 +15,7 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import secrets
 
 from dataio import fs as fsutil
 from dataio import indexed, naming
@@ -280,8 +281,18 @@ def write_metadata(output: str, *, shards: list[ShardEntry], head: dict, tail: d
             **tail}
     path = fsutil.join(output, METADATA_FILE)
     clear_metadata_leftovers(output)
-    fsutil.write_bytes_atomic(path, json.dumps(meta, indent=1, ensure_ascii=False).encode("utf-8"))
+    fsutil.write_bytes_atomic(path, metadata_text(meta).encode("utf-8"))
     return meta
+
+
+def metadata_text(meta: dict) -> str:
+    """``meta`` as metadata.json holds it: indented, each entry of ``shards`` on a line of its own
+    (a shard a line reads well at 100,000 shards, and Python's indenting encoder took 0.04 ms
+    a shard where its C encoder, used per line, takes a tenth of that)."""
+    hole = f"@@shards-{secrets.token_hex(16)}@@"  # no text of the options can be it
+    text = json.dumps({**meta, "shards": hole}, indent=1, ensure_ascii=False)
+    rows = ",\n".join("  " + json.dumps(s, ensure_ascii=False) for s in meta["shards"])
+    return text.replace(json.dumps(hole), f"[\n{rows}\n ]" if rows else "[]", 1)
 
 
 def clear_metadata_leftovers(output: str) -> None:

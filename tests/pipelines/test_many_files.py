@@ -14,6 +14,7 @@ import types
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, strategies as st
 
 from dataio import manifest, readers
 from dataio import discovery
@@ -168,3 +169,16 @@ def test_a_rerun_names_the_first_skipped_and_redone_shards_and_counts_the_rest(c
     assert lines[:shown] == [f"skip s{k:03d}: committed" for k in range(shown)]
     assert lines[shown:] == ["redo r: the tokenizer changed"] + (
         [] if debug else ["skip: 3 more shards (--log-level debug lists each)"])
+
+
+@given(st.lists(st.dictionaries(st.sampled_from(["shard", "name", "status", "input"]),
+                                st.one_of(st.text(), st.integers(), st.none())), max_size=5),
+       st.text())
+def test_metadata_json_holds_what_it_was_given_one_shard_a_line(shards, option):
+    meta = {"version": 2, "options": {"argv": [option, "@@shards-0@@", '"@@shards-1@@"']},
+            "shards": shards, "totals": {"shards": len(shards)}}
+    text = manifest.metadata_text(meta)
+    assert json.loads(text) == meta
+    lines = text.split("\n")  # (not splitlines: U+0085 and others are in the text)
+    assert [json.loads(line.strip().rstrip(",")) for line in lines
+            if line.startswith("  {")] == shards
