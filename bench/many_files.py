@@ -34,7 +34,8 @@ The machine's load moves wall-clock times (the cpu column is steadier): say so w
 table) on the same corpora. Corpora and the tokenizer are kept in ``--workdir`` (reused when
 given); outputs are kept until the end, then deleted (deleting them between runs would time
 the deletions too: see ``main``). On ext4 without a journal, a disk with many files deleted in
-the last few minutes makes every file created slower: run it on a disk left alone for a while.
+the last few minutes makes every file created slower: run it on a disk left alone for a while
+(a bench started within 6 minutes of the last one's deletions waits for the rest of them).
 """
 
 from __future__ import annotations
@@ -233,7 +234,10 @@ def main() -> int:
     # recently_deleted, seen with perf): the bench's own deletions would be timed in the next
     # run. The disk floor's files stay until then too.
     trash = os.path.join(work, "trash")
-    shutil.rmtree(trash, ignore_errors=True)
+    if os.path.exists(trash):  # a bench killed before its end
+        shutil.rmtree(trash, ignore_errors=True)
+        note_deletion(work)
+    settle(work)
     os.makedirs(trash)
     outputs = itertools.count()
     # One untimed run first: the first process after a while reads Python, Beam and the
@@ -300,9 +304,38 @@ def main() -> int:
           f"create, write, rename) costs {floor:.2f} ms per file on this disk, before any "
           f"reading, tokenizing or Beam (median of 3, at most 10,000 files)")
     shutil.rmtree(trash, ignore_errors=True)
+    note_deletion(work)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+# How long file creation stays slow after many deletions (ext4 without a journal: see main).
+SETTLE_SECONDS = 360
+
+
+def note_deletion(work: str) -> None:
+    """Remember when this bench last deleted its outputs (a file in ``work``)."""
+    with open(os.path.join(work, ".last-deletion"), "w") as f:
+        f.write(str(time.time()))
+
+
+def settle(work: str) -> None:
+    """Wait until :data:`SETTLE_SECONDS` have passed since the last deletion :func:`note_deletion`
+    remembered, so that a bench run right after another does not time the other's deletions.
+    Deletions by anything else on the disk are not known here: run on a disk left alone."""
+    try:
+        with open(os.path.join(work, ".last-deletion")) as f:
+            left = float(f.read()) + SETTLE_SECONDS - time.time()
+    except (OSError, ValueError):
+        return
+    if left > 0:
+        print(f"waiting {left:.0f} s: the last bench's outputs were deleted "
+              f"{SETTLE_SECONDS - left:.0f} s ago, and file creation is slow for a few minutes "
+              "after many deletions",
+              file=sys.stderr, flush=True)
+        os.sync()
+        time.sleep(left)
 
 
 def disk_floor(folder: str, n: int) -> float:
