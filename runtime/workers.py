@@ -125,27 +125,45 @@ def last_note() -> str | None:
 
 def note_work(what: str) -> None:
     """In a local worker: ``what`` is the work item it starts on (e.g. ``reading a.jsonl bytes
-    0-1000``), for the driver's message should the worker die. A no-op elsewhere."""
+    0-1000``), for the driver's message should the worker die. A no-op elsewhere.
+
+    Noted 3 times per input, so it is one ``pwrite`` into a file the process keeps open (a file
+    created, written and renamed over the last one cost 0.15 ms, 0.4 ms per one-line input):
+    the note's length, a newline, the note, all in the file's first page, which the kernel
+    writes whole or not at all should the worker be killed (:func:`noted_work` reads it)."""
     _noted[:] = [what]
     folder = os.environ.get(NOTES_ENV)
     if not folder:
         return
-    path = os.path.join(folder, str(os.getpid()))
+    data = what.encode("utf-8", "replace")[:_NOTE_BYTES].decode("utf-8", "ignore").encode()
     try:
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.write(what)
-        os.replace(path + ".tmp", path)  # a kill mid-write leaves the previous note whole
+        os.pwrite(_note_file(folder), b"%08d\n" % len(data) + data, 0)
     except OSError:
         pass  # the driver is gone (its folder with it): nothing to tell
+
+
+_NOTE_BYTES = 3000  # a note is cut to this (its length line and it stay within one page)
+_note_fd: dict[tuple[str, int], int] = {}  # (folder, pid) -> the open note file
+
+
+def _note_file(folder: str) -> int:
+    key = (folder, os.getpid())  # (a forked process notes in its own file)
+    fd = _note_fd.get(key)
+    if fd is None:
+        fd = _note_fd[key] = os.open(os.path.join(folder, str(key[1])),
+                                     os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    return fd
 
 
 def noted_work(folder: str, pid: int) -> str | None:
     """What worker ``pid`` last noted in ``folder`` (None: nothing yet)."""
     try:
-        with open(os.path.join(folder, str(pid)), encoding="utf-8") as f:
-            return f.read() or None
-    except OSError:
+        with open(os.path.join(folder, str(pid)), "rb") as f:
+            head = f.read(9)
+            text = f.read(int(head[:8])) if head[8:] == b"\n" else b""
+    except (OSError, ValueError):
         return None
+    return text.decode("utf-8", "replace") or None
 
 
 _COUNTS = ".counts"

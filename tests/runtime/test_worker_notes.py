@@ -16,6 +16,33 @@ def test_note_is_read_back_by_pid(tmp_path, monkeypatch):
     workers.note_work("committing shard a_text_document")
     assert workers.noted_work(str(tmp_path), os.getpid()) == "committing shard a_text_document"
     assert sorted(p.name for p in tmp_path.iterdir()) == [str(os.getpid())]  # no temporary left
+    workers.note_work("reading b")  # shorter than the last: nothing of the last is read
+    assert workers.noted_work(str(tmp_path), os.getpid()) == "reading b"
+
+
+def test_a_long_note_is_cut_whole_characters_within_the_files_first_page(tmp_path, monkeypatch):
+    monkeypatch.setenv(workers.NOTES_ENV, str(tmp_path))
+    workers.note_work("reading /" + "é" * 5000)
+    noted = workers.noted_work(str(tmp_path), os.getpid())
+    assert noted.startswith("reading /é") and set(noted[9:]) == {"é"}
+    assert (tmp_path / str(os.getpid())).stat().st_size <= 4096
+
+
+def test_a_forked_worker_notes_in_its_own_file(tmp_path, monkeypatch):
+    monkeypatch.setenv(workers.NOTES_ENV, str(tmp_path))
+    workers.note_work("parent's item")
+    pid = os.fork()
+    if pid == 0:
+        workers.note_work("child's item")
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert workers.noted_work(str(tmp_path), pid) == "child's item"
+    assert workers.noted_work(str(tmp_path), os.getpid()) == "parent's item"
+
+
+def test_a_damaged_note_reads_as_none(tmp_path):
+    (tmp_path / "5").write_bytes(b"garbage")
+    assert workers.noted_work(str(tmp_path), 5) is None
 
 
 def test_note_outside_a_worker_or_after_the_driver_is_a_no_op(tmp_path, monkeypatch):
