@@ -45,7 +45,7 @@ The model (one tokenize job; D bytes of text, N nodes of c cores, C = N*c worker
   included) before the job; per shard, ``requests_before`` (2: clear its failure record and its
   errors file, pipelines/tokenize/driver.py ``prepare_output``) and, after the run, none where the
   runner hands the sink's results back (Beam metrics: the local runner and Flink do, while the
-  string set that carries them stays under Beam's 1 MB cap, about ``RESULTS_CAP_SHARDS``
+  string sets that carry them stay under Beam's 1 MB cap, about ``RESULTS_CAP_SHARDS``
   shards) or ``requests_after`` (3: read the commit record, look for a failure record and an
   errors file, dataio/manifest.py) where the records are read instead (Spark's jar runs the
   finish step on the cluster; a larger job); times the request time, one after the other.
@@ -388,8 +388,9 @@ def measure_commit(output: str, np, shards: int = 20) -> dict:
 
 # --- the model -----------------------------------------------------------------------------------
 
-# Beam caps a string-set metric at 1 MB; a shard's result is about 200 bytes of it.
-RESULTS_CAP_SHARDS = 5000
+# Beam caps a string-set metric at 1 MB; a shard's result is about 200 bytes of it, and the sink
+# spreads the results over 256 string sets (dataio/sink.py RESULT_SETS) by a hash of the name.
+RESULTS_CAP_SHARDS = 256 * 5000
 
 
 def project(*, data_bytes: float, nodes: int, cores: int, file_bytes: float, compressed: bool,
