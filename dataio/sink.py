@@ -108,7 +108,7 @@ _RESULT_SETS = [beam.metrics.Metrics.string_set(METRICS, f"{SHARD_RESULTS}{k:03d
 
 def report_result(result: ShardResult) -> None:
     """Hand ``result`` to the driver (through the runner's metrics)."""
-    _RESULT_SETS[zlib.crc32(result.shard.encode("utf-8")) % RESULT_SETS].add(
+    _RESULT_SETS[zlib.crc32(result.shard.encode("utf-8", "surrogatepass")) % RESULT_SETS].add(
         encode_result(result))
 
 
