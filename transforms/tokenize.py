@@ -25,6 +25,7 @@ gives the same ids as the batched call, so the output bytes do not change.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -185,34 +186,38 @@ class _TokenizeFn(StorageDoFn):
         return [value]
 
     def start_bundle(self):
-        self._pending = None  # (future of the last batch's outputs, its window and timestamp)
+        # (future of a batch's outputs, its window and timestamp), oldest first: at most one
+        # batch of documents, and the marks of items whose last batch it is, in flight
+        self._pending: collections.deque = collections.deque()
 
     def process(self, batch: DocumentBatch, window=beam.DoFn.WindowParam,
                 timestamp=beam.DoFn.TimestampParam):
         # Overlap: this batch is split and encoded on the helper thread (the native tokenizers
         # release the GIL) while Beam reads and parses the next one on this thread; a batch's
-        # outputs come out with the next call, or at the end of the bundle.
+        # outputs come out with the next batch, or at the end of the bundle.
         if not isinstance(window, BoundedWindow):  # called by hand, not by a runner (tests)
             window, timestamp = GlobalWindow(), MIN_TIMESTAMP
         self._meter.begin()  # progress rates count from the first batch
         pending = self._pending
-        if batch.mark is not None or batch.num_bytes < INLINE_BYTES:
-            # A mark, or a batch too small for the hand-over to the helper to pay (a corpus of
-            # many small files): done on this thread, after the batch before it.
-            self._pending = None
-            if pending is not None:
-                yield from self._emit(*pending)
+        if not pending and (batch.mark is not None or batch.num_bytes < INLINE_BYTES):
+            # Nothing in flight, and a mark or a batch too small for the hand-over to the
+            # helper to pay (a corpus of many small files): done on this thread.
             outputs, routed = self._tokenize(batch)
             yield from self._emit_now(outputs, routed, window, timestamp)
             return
-        self._pending = (self._helper.submit(self._tokenize, batch), window, timestamp)
-        if pending is not None:
-            yield from self._emit(*pending)
+        # The helper takes its work in order, so an item's mark still follows its batches.
+        pending.append((self._helper.submit(self._tokenize, batch), window, timestamp))
+        if batch.mark is not None:
+            # Not waited for: this thread goes on to read the next item's first batch while the
+            # helper encodes this item's last one (one input file after another stays overlapped).
+            return
+        while len(pending) > 1:
+            yield from self._emit(*pending.popleft())
 
     def finish_bundle(self):
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            yield from self._emit(*pending)
+        pending = self._pending
+        while pending:
+            yield from self._emit(*pending.popleft())
         self._meter.flush()  # a local worker's last counts reach the driver's progress line
 
     def teardown(self):

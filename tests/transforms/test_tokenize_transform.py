@@ -17,6 +17,7 @@ from dataio import naming
 from transforms import tokenize as tz
 from transforms.tokenize_config import TokenizeConfig
 from dataio.elements import TokenBatch
+from dataio.parts import ItemMark
 from transforms.documents import ERRORS_TAG
 from dataio.elements import DocumentBatch
 from transforms.tokenizer import TokenizerSpec
@@ -197,18 +198,52 @@ def test_a_batch_is_encoded_on_the_helper_thread_while_the_next_is_read():
     fn.teardown()
 
 
-def test_a_small_batch_is_encoded_inline_after_the_batch_before_it():
+def test_a_small_batch_is_encoded_inline_when_nothing_is_in_flight():
     # A batch of fewer than INLINE_BYTES (a corpus of small files) is not worth the hand-over:
-    # it is encoded on the bundle's thread, and comes out after the batch still on the helper.
+    # with nothing on the helper it is encoded on the bundle's thread. Behind a batch still on
+    # the helper it queues there, and comes out after that batch.
     import threading
 
     fn, threads = _traced_bundle()
-    first = list(fn.process(_large({"text": ["1 2"]}, 0)))
-    second = list(fn.process(doc_batch({"text": ["3"]}, batch=1)))
-    assert first == [] and list(fn.finish_bundle()) == []
-    assert [o.value.tokens.tolist() for o in second] == [[1, 2, EOD], [3, EOD]]  # in order
-    assert threads[0] is not threading.current_thread()
-    assert threads[1] is threading.current_thread()
+    inline = list(fn.process(doc_batch({"text": ["0"]}, batch=0)))
+    first = list(fn.process(_large({"text": ["1 2"]}, 1)))
+    second = list(fn.process(doc_batch({"text": ["3"]}, batch=2)))
+    last = list(fn.finish_bundle())
+    assert [o.value.tokens.tolist() for o in inline] == [[0, EOD]]
+    assert first == [] and [o.value.tokens.tolist() for o in second + last] == [[1, 2, EOD],
+                                                                              [3, EOD]]
+    assert threads[0] is threading.current_thread()
+    assert all(t is not threading.current_thread() for t in threads[1:])
+    fn.teardown()
+
+
+def _marked(place, batch):
+    """An item's end mark, as the reader sends it behind the item's last batch."""
+    mark = ItemMark(None, place[1], "end")
+    return DocumentBatch("doc", 0, batch, {"text": []}, [], 0, "/in/doc.jsonl", place=place,
+                         mark=mark)
+
+
+def test_an_items_mark_does_not_wait_for_its_last_batch():
+    # The next item is read while the helper still encodes this item's last batch: process()
+    # of the mark returns at once, and the mark still comes out after the batches it counts.
+    import threading
+
+    fn = tokenize_fn(NULL, config(append_eod=True))
+    fn.setup()
+    release = threading.Event()
+    encode = fn._tok.encode_batch
+    fn._tok.encode_batch = lambda texts: (release.wait(10), encode(texts))[1]
+    fn.start_bundle()
+    place = ("folder", "item-a")
+    batch = dataclasses.replace(_large({"text": ["1 2"]}, 0), place=place)
+    assert list(fn.process(batch)) == []
+    assert list(fn.process(_marked(place, -1))) == []  # not blocked on the batch
+    release.set()
+    out = list(fn.process(_large({"text": ["3"]}, 0))) + list(fn.finish_bundle())
+    values = [o.value for o in out]
+    assert [v.tokens.tolist() for v in values] == [[1, 2, EOD], [], [3, EOD]]
+    assert values[1].mark is not None and values[1].mark.token_batches == 1
     fn.teardown()
 
 
