@@ -206,7 +206,8 @@ class _TokenizeFn(StorageDoFn):
             yield from self._emit_now(outputs, routed, window, timestamp)
             return
         # The helper takes its work in order, so an item's mark still follows its batches.
-        pending.append((self._helper.submit(self._tokenize, batch), window, timestamp))
+        prepared = self._prepare(batch)
+        pending.append((self._helper.submit(self._tokenize, batch, prepared), window, timestamp))
         if batch.mark is not None:
             # Not waited for: this thread goes on to read the next item's first batch while the
             # helper encodes this item's last one (one input file after another stays overlapped).
@@ -241,16 +242,36 @@ class _TokenizeFn(StorageDoFn):
             else:
                 yield WindowedValue(out, timestamp, (window,))
 
-    def _tokenize(self, batch: DocumentBatch) -> tuple[list, int]:
+    def _prepare(self, batch: DocumentBatch) -> dict | None:
+        """What the fast backend makes of each key's documents before encoding them (routing,
+        UTF-8 pieces: ``FastTokenizer.prepare``), done on the bundle's thread while the helper
+        encodes the batch before, so that the helper, the slower of the two, is left the
+        encoding. None where there is nothing to prepare: another backend, sentences, or
+        documents given as lists (then the helper does it all, as before)."""
+        prepare = getattr(self._tok, "prepare", None)
+        if prepare is None or self._split is not None or batch.mark is not None:
+            return None
+        out = {}
+        for key in self._config.keys:
+            values = batch.texts[key]
+            if not all(type(v) is str for v in values):
+                return None
+            try:
+                out[key] = prepare(values)
+            except Exception:  # noqa: BLE001 - the helper's own call finds the document out
+                return None
+        return out
+
+    def _tokenize(self, batch: DocumentBatch, prepared: dict | None = None) -> tuple[list, int]:
         """(outputs, texts routed to the reference) of one batch; runs on the helper thread."""
         self._routed_now = 0
-        outputs = list(self._outputs(batch))
+        outputs = list(self._outputs(batch, prepared or {}))
         if batch.place and batch.mark is None:  # counted for the item's mark (the sink checks)
             sent = sum(isinstance(out, TokenBatch) for out in outputs)
             self._batches_of_item[batch.place] = self._batches_of_item.get(batch.place, 0) + sent
         return outputs, self._routed_now
 
-    def _outputs(self, batch: DocumentBatch):
+    def _outputs(self, batch: DocumentBatch, prepared: dict):
         if batch.mark is not None:
             yield from self._pass_mark(batch)
             return
@@ -260,7 +281,8 @@ class _TokenizeFn(StorageDoFn):
         # the last key must be left out of the first key's shard too.
         segmented = {key: self._split_documents(batch.texts[key], key=key, bad=bad)
                      for key in cfg.keys}
-        encoded = {key: self._encode(*segmented.pop(key), key=key, bad=bad) for key in cfg.keys}
+        encoded = {key: self._encode(*segmented.pop(key), key=key, bad=bad,
+                                     prepared=prepared.get(key)) for key in cfg.keys}
         hold = holdout_mask(batch.ids, batch.texts[cfg.keys[0]], cfg.holdout_fraction)
         num_docs = len(batch)
         if bad:
@@ -345,11 +367,16 @@ class _TokenizeFn(StorageDoFn):
             seg_doc.extend([d] * len(segs))
         return segments, seg_doc
 
-    def _encode(self, segments: list[str], seg_doc: list[int], *, key: str, bad: dict):
+    def _encode(self, segments: list[str], seg_doc: list[int], *, key: str, bad: dict,
+                prepared=None):
         """(ids, segment_lengths, segment_doc) of ``segments``: one tokenizer call; if it raises,
-        one call per document, and the documents that raise on their own go into ``bad``."""
+        one call per document, and the documents that raise on their own go into ``bad``.
+        ``prepared``: the fast backend's ``prepare`` of ``segments`` (the documents)."""
         try:
-            ids, seg_lengths = self._tok.encode_batch(segments)
+            if prepared is not None:
+                ids, seg_lengths = self._tok.encode_batch(segments, prepared=prepared)
+            else:
+                ids, seg_lengths = self._tok.encode_batch(segments)
             self._count_routed()
             return ids, seg_lengths, np.asarray(seg_doc, dtype=np.int64)
         except MemoryError:

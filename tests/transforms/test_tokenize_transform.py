@@ -273,3 +273,29 @@ def test_token_batch_order_and_counts():
                        sequence_lengths=np.array([2, 1]),
                        sequences_per_document=np.array([1, 0, 1]), num_bytes=9)
     assert tb.order == (3, 4) and tb.documents == 3  # what the sink orders and counts by
+
+
+def test_the_fast_backend_prepares_a_batch_on_the_bundles_thread(hf_tokenizer):
+    # Routing and UTF-8 pieces are made on the bundle's thread before the hand-over; a batch
+    # that cannot be prepared (a lone surrogate in a document, which only a text handed over
+    # by hand holds) is left to the helper, whose per-document retry reports the document.
+    spec = TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer, backend="fast")
+    fn = tokenize_fn(spec, config(append_eod=True))
+    fn.setup()
+    fn.start_bundle()
+    good = _large({"text": ["one two", "three"]}, 0)
+    prepared = fn._prepare(good)
+    assert set(prepared) == {"text"} and prepared["text"].num_fast == 2
+    bad = _large({"text": ["four", "lone \ud800 surrogate"]}, 1)
+    assert fn._prepare(bad) is None
+    lists = _large({"text": [["a", "b"], "c"]}, 2)
+    assert fn._prepare(lists) is None  # pre-split documents: the helper does it all
+    out = [o for b in (good, bad, lists) for o in fn.process(b)] + list(fn.finish_bundle())
+    errors = [o.value.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
+    tokens = [o.value for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]
+    assert [(stem, r.line) for stem, r in errors] == [("web", 2)]
+    assert [t.documents for t in tokens] == [2, 1, 2]
+    ref = fn._tok.reference
+    want = np.concatenate([ref.encode_batch(["one two", "three"])[0]])
+    assert [i for i in tokens[0].tokens.tolist() if i != fn._eod] == want.tolist()
+    fn.teardown()

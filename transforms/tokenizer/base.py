@@ -13,7 +13,7 @@ import hashlib
 import itertools
 import json
 import re
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -200,11 +200,18 @@ class Tokenizer:
         Memory beyond the texts themselves: the ids (``id_dtype``, written into one growing
         buffer) and one call's worth of tokenizer state; a piece is sliced just before its call.
         """
+        return self._encode_pieces(self._pieces(texts), len(texts))
+
+    def _encode_pieces(self, pieces: Iterable[tuple[int, str | bytes]], num_texts: int
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode_batch` of ``num_texts`` texts given as their (text index, piece) in
+        order (:meth:`_pieces`; a piece may be its UTF-8 bytes where ``_encode_flat`` takes
+        them), the pieces grouped into calls of at most ``CALL_CHARS`` (``FAST_CALL_CHARS``)."""
         out = IdBuffer(self.id_dtype)
         length_parts, owners = [], []
         call, call_chars = [], 0
         limit = FAST_CALL_CHARS if self.name == "fast" else CALL_CHARS
-        for owner, piece in itertools.chain(self._pieces(texts), [(-1, None)]):
+        for owner, piece in itertools.chain(pieces, [(-1, None)]):
             if piece is None or (call and call_chars + len(piece) > limit):
                 if call:
                     ids, lengths = self._encode_flat(call)
@@ -220,9 +227,9 @@ class Tokenizer:
         ids = out.array()
         piece_lengths = np.concatenate(length_parts) if length_parts else np.empty(0, np.int64)
         piece_lengths = piece_lengths.astype(np.int64, copy=False)
-        if len(owners) == len(texts):
+        if len(owners) == num_texts:
             return ids, piece_lengths
-        lengths = np.zeros(len(texts), dtype=np.int64)
+        lengths = np.zeros(num_texts, dtype=np.int64)
         np.add.at(lengths, np.asarray(owners, dtype=np.int64), piece_lengths)
         return ids, lengths
 

@@ -135,3 +135,20 @@ def test_the_driver_keeps_what_transformers_resolved_and_loads_it_no_more(hf_tok
     assert check.for_workers(spec).resolved == first.resolved
     assert tk.for_workers(spec).resolved == first.resolved  # rewritten whole
     assert "not base64" not in record.read_text()
+
+
+def test_a_long_text_prepared_is_cut_into_pieces_and_gives_the_same_ids(hf_tokenizer):
+    from transforms.tokenizer.base import LONG_TEXT
+
+    fast, ref = _both(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    long_text = " ".join(f"word{i} العربية 中文 😀" for i in range(LONG_TEXT // 4))
+    texts = ["short", long_text, "", "mixed العربية"]
+    prepared = fast.prepare(texts)
+    assert prepared.mask is None and prepared.num_fast == 4
+    owners = [owner for owner, _ in prepared.pieces]
+    assert owners.count(1) > 1 and owners == sorted(owners)  # cut, in order
+    assert b"".join(p for o, p in prepared.pieces if o == 1) == long_text.encode()
+    ids, lengths = fast.encode_batch(texts, prepared=prepared)
+    want_ids, want_lengths = ref.encode_batch(texts)
+    assert lengths.tolist() == want_lengths.tolist()
+    assert np.asarray(ids, np.int64).tolist() == np.asarray(want_ids, np.int64).tolist()

@@ -161,3 +161,41 @@ def test_gigatoken_conversion_is_cached_and_a_damaged_cache_is_rewritten(models,
         f.write(b'{"not": "a tokenizer"')
     assert fast.gigatoken_from_sentencepiece(proto).encode_batch_list(texts) == want
     assert gigatoken.Tokenizer.from_json(open(cached, "rb").read()).encode_batch_list(texts) == want
+
+
+def test_texts_prepared_on_another_thread_give_the_same_ids(models):
+    # The tokenize step prepares a batch (routing, UTF-8 pieces) on the bundle's thread and
+    # encodes it on its helper: the ids are the reference's, routed texts and a long text (a
+    # SentencePiece text is never cut) among them, and the routed count is the helper's call's.
+    import threading
+
+    from transforms.tokenizer.base import LONG_TEXT
+
+    fast, ref = _both(models["identity"])
+    long_text = " ".join(f"word{i} العربية 中文" for i in range(LONG_TEXT // 8))
+    texts = ["plain text", "\tindented", "", long_text, "ends with a newline\n", "é" * 40]
+    prepared = fast.prepare(texts)
+    assert prepared.mask.tolist() == [False, True, False, False, True, False]
+    assert len(prepared.pieces) == prepared.num_fast == 4
+    assert all(isinstance(piece, bytes) for _, piece in prepared.pieces)
+    out = {}
+
+    def helper():
+        out["ids"], out["lengths"] = fast.encode_batch(texts, prepared=prepared)
+        out["routed"] = fast.last_routed()
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    thread.join()
+    want_ids, want_lengths = ref.encode_batch(texts)
+    assert out["lengths"].tolist() == want_lengths.tolist()
+    assert np.asarray(out["ids"], np.int64).tolist() == np.asarray(want_ids, np.int64).tolist()
+    assert out["routed"] == 2
+    unprepared_ids, _ = fast.encode_batch(texts)
+    assert unprepared_ids.tolist() == out["ids"].tolist()
+
+
+def test_a_text_that_is_not_valid_unicode_cannot_be_prepared(models):
+    fast, _ = _both(models["identity"])
+    with pytest.raises(UnicodeEncodeError):
+        fast.prepare(["fine", "lone \ud800 surrogate"])
