@@ -152,14 +152,18 @@ def filesystem_and_path(path: str) -> tuple[fsspec.AbstractFileSystem, str]:
     return fs, inner
 
 
-def open_file(path: str, mode: str = "rb", **kwargs):
+def open_file(path: str, mode: str = "rb", *, blocks: bool = False, **kwargs):
     """``path`` opened through its filesystem. A local path opened for reading must be a regular
-    file (:class:`NotRegularFileError` otherwise): a FIFO or a device there would hang the read."""
+    file (:class:`NotRegularFileError` otherwise): a FIFO or a device there would hang the read.
+    ``blocks``: the caller reads large blocks only (megabytes), so a local file is opened
+    unbuffered: each block is one ``read`` into its own bytes, not a copy through a buffer
+    (a third of the time of reading a file from the page cache)."""
     fs, inner = filesystem_and_path(path)
     if "r" in mode and fs is _LOCAL:
         fd = _open_regular(inner, path)  # checked without blocking
         if mode == "rb" and not kwargs:
-            return os.fdopen(fd, "rb")  # the descriptor checked is the one read
+            # the descriptor checked is the one read
+            return os.fdopen(fd, "rb", buffering=0 if blocks else -1)
         os.close(fd)
     return fs.open(inner, mode, **kwargs)
 

@@ -424,7 +424,7 @@ def _whole_lines_of_head(item: WorkItem) -> bytes:
 
 
 def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
-    with fsutil.open_file(path, "rb") as f:
+    with fsutil.open_file(path, "rb", blocks=True) as f:
         if start > 0:
             # The line containing byte start-1 belongs to the previous range; skip past its end
             # (a CR LF pair whose LF is byte start belongs to it too: the next line starts after).

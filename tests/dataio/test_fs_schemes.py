@@ -88,3 +88,16 @@ def test_fs_imports_no_storage_package():
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not [m for m in imported if m.startswith("dataio")], imported
+
+
+def test_a_local_file_read_in_blocks_is_opened_unbuffered(tmp_path):
+    import io
+
+    from dataio import fs as fsutil
+
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"text": "x"}\n' * 3)
+    with fsutil.open_file(str(path), "rb", blocks=True) as f:
+        assert isinstance(f, io.FileIO) and f.read() == path.read_bytes()
+    with fsutil.open_file(str(path), "rb") as f:
+        assert isinstance(f, io.BufferedReader)
