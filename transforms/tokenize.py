@@ -147,6 +147,10 @@ coders.register(TokenBatch)
 # (whose hand-over costs more than such a batch's encoding).
 INLINE_BYTES = 16 << 10
 
+# A batch of more input bytes (it holds a huge document) is not prepared on the bundle's thread:
+# its pieces' UTF-8 bytes are made one call at a time on the helper, not all held at once.
+PREPARED_BYTES = 32 << 20
+
 ShardNames = Mapping[tuple[str, str, bool], str]  # (stem, key, holdout?) -> relative shard name
 
 
@@ -246,10 +250,12 @@ class _TokenizeFn(StorageDoFn):
         """What the fast backend makes of each key's documents before encoding them (routing,
         UTF-8 pieces: ``FastTokenizer.prepare``), done on the bundle's thread while the helper
         encodes the batch before, so that the helper, the slower of the two, is left the
-        encoding. None where there is nothing to prepare: another backend, sentences, or
-        documents given as lists (then the helper does it all, as before)."""
+        encoding. None where there is nothing to prepare: another backend, sentences,
+        documents given as lists, or a batch holding a huge document, whose UTF-8 bytes are
+        better made piece by piece (then the helper does it all, as before)."""
         prepare = getattr(self._tok, "prepare", None)
-        if prepare is None or self._split is not None or batch.mark is not None:
+        if (prepare is None or self._split is not None or batch.mark is not None
+                or batch.num_bytes > PREPARED_BYTES):
             return None
         out = {}
         for key in self._config.keys:

@@ -290,6 +290,8 @@ def test_the_fast_backend_prepares_a_batch_on_the_bundles_thread(hf_tokenizer):
     assert fn._prepare(bad) is None
     lists = _large({"text": [["a", "b"], "c"]}, 2)
     assert fn._prepare(lists) is None  # pre-split documents: the helper does it all
+    huge = dataclasses.replace(good, num_bytes=tz.PREPARED_BYTES + 1)
+    assert fn._prepare(huge) is None  # a huge document's bytes are made call by call
     out = [o for b in (good, bad, lists) for o in fn.process(b)] + list(fn.finish_bundle())
     errors = [o.value.value for o in out if isinstance(o, beam.pvalue.TaggedOutput)]
     tokens = [o.value for o in out if not isinstance(o, beam.pvalue.TaggedOutput)]

@@ -9,7 +9,7 @@ import hashlib
 import importlib.metadata
 import os
 import threading
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
@@ -53,7 +53,8 @@ class Prepared:
     """:meth:`FastTokenizer.prepare` of a batch of texts."""
 
     mask: np.ndarray | None  # True: the text goes to the reference (None: none does)
-    pieces: list[tuple[int, bytes]]  # (index among the other texts, UTF-8 piece), in order
+    # (index among the other texts, UTF-8 piece), in order: a list, or an iterator (lazy)
+    pieces: Iterable[tuple[int, bytes]]
     num_fast: int  # how many texts those are
 
 
@@ -108,24 +109,26 @@ class FastTokenizer(Tokenizer):
         """How many texts this thread's last ``encode_batch`` sent to the reference."""
         return getattr(self._calls, "routed", 0)
 
-    def prepare(self, texts: Sequence[str]) -> Prepared:
+    def prepare(self, texts: Sequence[str], *, lazy: bool = False) -> Prepared:
         """What can be made of ``texts`` before their encoding, on any thread: which go to the
         reference (:attr:`routing`), and the others' pieces (``_pieces``) as UTF-8 bytes, which
         gigatoken reads in place (it converts a ``str`` to UTF-8 itself, about a third of its
-        time on a single core). Raises on a text that is not valid Unicode (a lone surrogate)."""
+        time on a single core). Raises on a text that is not valid Unicode (a lone surrogate).
+        ``lazy``: each piece is sliced and encoded only when its call comes (a huge text's
+        bytes are never all held at once)."""
         mask = self.routing.mask(texts) if self.routing is not None and len(texts) else None
         if mask is not None and not mask.any():
             mask = None
         fast = texts if mask is None else [t for t, m in zip(texts, mask) if not m]
-        pieces = [(i, piece.encode("utf-8")) for i, piece in self._pieces(fast)]
-        return Prepared(mask, pieces, len(fast))
+        pieces = ((i, piece.encode("utf-8")) for i, piece in self._pieces(fast))
+        return Prepared(mask, pieces if lazy else list(pieces), len(fast))
 
     def encode_batch(self, texts, prepared: Prepared | None = None):
         """Ids of ``texts`` (see :meth:`Tokenizer.encode_batch`): those :attr:`routing` flags
         from the reference, the rest from gigatoken, in one call each, put back in order.
         ``prepared``: what :meth:`prepare` made of these texts (on the caller's thread)."""
         if prepared is None:
-            prepared = self.prepare(texts)
+            prepared = self.prepare(texts, lazy=True)
         mask = prepared.mask
         self._calls.routed = int(mask.sum()) if mask is not None else 0
         ids, lengths = self._encode_pieces(prepared.pieces, prepared.num_fast)

@@ -148,7 +148,10 @@ def test_a_long_text_prepared_is_cut_into_pieces_and_gives_the_same_ids(hf_token
     owners = [owner for owner, _ in prepared.pieces]
     assert owners.count(1) > 1 and owners == sorted(owners)  # cut, in order
     assert b"".join(p for o, p in prepared.pieces if o == 1) == long_text.encode()
-    ids, lengths = fast.encode_batch(texts, prepared=prepared)
+    lazy = fast.prepare(texts, lazy=True)
+    assert not isinstance(lazy.pieces, list)  # sliced and encoded as the calls come
     want_ids, want_lengths = ref.encode_batch(texts)
-    assert lengths.tolist() == want_lengths.tolist()
-    assert np.asarray(ids, np.int64).tolist() == np.asarray(want_ids, np.int64).tolist()
+    for given in (prepared, lazy, None):
+        ids, lengths = fast.encode_batch(texts, prepared=given)
+        assert lengths.tolist() == want_lengths.tolist()
+        assert np.asarray(ids, np.int64).tolist() == np.asarray(want_ids, np.int64).tolist()
