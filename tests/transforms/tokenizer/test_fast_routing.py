@@ -199,3 +199,16 @@ def test_a_text_that_is_not_valid_unicode_cannot_be_prepared(models):
     fast, _ = _both(models["identity"])
     with pytest.raises(UnicodeEncodeError):
         fast.prepare(["fine", "lone \ud800 surrogate"])
+
+
+@pytest.mark.parametrize("literals", [("<s>", "</s>"), ("▁▁", "é<", "<unk>"), ("中文",)])
+def test_literals_found_in_utf8_bytes_as_in_the_text(literals):
+    # Routing searches the literals in the texts' UTF-8 bytes when it has them: the same texts.
+    from transforms.tokenizer.routing import FastRouting
+
+    routing = FastRouting(literals=literals)
+    texts = ["", "plain", "<s", "a</s>", "<s>", "x<unk", "<unk>x", "▁", "▁▁ lead", "é<z",
+             "e<", "中", "中文", "文中文", "\U0001F600<s>", "<\u0301s>", "s>", "<" * 50]
+    utf8 = [t.encode() for t in texts]
+    assert routing.mask(texts, utf8=utf8).tolist() == routing.mask(texts).tolist()
+    assert any(routing.mask(texts).tolist())
