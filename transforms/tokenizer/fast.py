@@ -116,19 +116,18 @@ class FastTokenizer(Tokenizer):
         time on a single core). Raises on a text that is not valid Unicode (a lone surrogate).
         ``lazy``: each piece is sliced and encoded only when its call comes (a huge text's
         bytes are never all held at once)."""
-        if self.routing is None or not len(texts):
-            mask = None
-        elif self.cuts is None and not lazy:
-            # texts never cut: each text's bytes are its one piece, and routing reads them too
-            utf8 = [t.encode("utf-8") for t in texts]
+        mask = utf8 = None
+        if self.routing is not None and len(texts):
+            if self.cuts is None and not lazy:
+                # never cut: each text's bytes are its one piece, and routing reads them too
+                utf8 = [t.encode("utf-8") for t in texts]
             mask = self.routing.mask(texts, utf8=utf8)
-            if mask.any():
+            if not mask.any():
+                mask = None
+        if utf8 is not None:
+            if mask is not None:
                 utf8 = [b for b, m in zip(utf8, mask) if not m]
-            return Prepared(mask if mask.any() else None, list(enumerate(utf8)), len(utf8))
-        else:
-            mask = self.routing.mask(texts)
-        if mask is not None and not mask.any():
-            mask = None
+            return Prepared(mask, list(enumerate(utf8)), len(utf8))
         fast = texts if mask is None else [t for t, m in zip(texts, mask) if not m]
         pieces = ((i, piece.encode("utf-8")) for i, piece in self._pieces(fast))
         return Prepared(mask, pieces if lazy else list(pieces), len(fast))
