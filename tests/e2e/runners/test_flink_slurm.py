@@ -313,9 +313,11 @@ def test_job_listens_only_on_loopback(launch, slurm_cluster, corpus_dir, hf_toke
     try:
         while time.monotonic() < deadline:
             job = _job_pids(launch.marker, slurm_cluster.conf_path)
-            for address, port, pid, _name in listening_sockets():
+            for address, port, pid, name in listening_sockets():
                 if pid in job and (address, port, pid) not in seen:
                     cmd = describe(pid)
+                    if cmd == "(gone)":   # exited since ss saw it (srun's forks do): ss's name
+                        cmd = f"{name} (gone)"
                     seen[(address, port, pid)] = (_role(cmd), cmd)
             state = (slurm.job_info(job_id, launch.env) or {}).get("JobState")
             if state in slurm.TERMINAL_STATES:
