@@ -24,18 +24,24 @@ Megatron gives. A range boundary never splits a CR LF pair into two line ends.
 Readers yield :class:`RawRecord`s: the bytes of one JSONL line (or the values of one Parquet
 row) with its line number and byte offset, for error reports. Line numbers are 1-based. For a
 range that does not start at 0 the line number is found by counting line ends before it, which
-is only done when a record of that range is reported as bad.
+is only done when a record of that range is reported as bad. :func:`read_jsonl_blocks` gives
+the same lines a block (up to 8 MB) at a time, with their numbers and offsets, for a caller
+that handles lines by the hundred thousand (the tokenize step's parser).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import bisect
 import gzip
 import io
+import itertools
+import operator
 import os
 import re
 import zlib
+import typing
 from typing import Iterator, Sequence
 
 from runtime import errors, faults
@@ -113,6 +119,16 @@ class RawRecord:
     data: bytes | dict  # a JSONL line, or a Parquet row's values by column
     line: int | None  # 1-based line (JSONL) or row number (Parquet); None until resolved
     offset: int  # byte offset of the line (JSONL) or row index (Parquet)
+
+
+class LineBlock(typing.NamedTuple):
+    """Consecutive JSONL lines of one block: line i is ``lines[i]``, number ``first_line + i``
+    (None: unknown), at byte ``offsets[i]``. The caller may set ``lines[i] = None`` once it has
+    the line (a huge line then lives only as long as the caller holds it)."""
+
+    lines: list
+    first_line: int | None
+    offsets: list[int]
 
 
 def file_format(path: str) -> str:
@@ -289,7 +305,13 @@ class _ZstdStream:
 
 
 def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
-    """The lines a work item owns, in order (without their newline). Raises
+    """The lines a work item owns, in order (without their newline), as :class:`RawRecord`;
+    see :func:`read_jsonl_blocks`."""
+    yield from _records(read_jsonl_blocks(item))
+
+
+def read_jsonl_blocks(item: WorkItem) -> Iterator[LineBlock]:
+    """The lines a work item owns, in order (without their newline), a block at a time. Raises
     :class:`CorruptFileError` for a file that cannot be read, or whose compressed stream is
     corrupt or incomplete, and :class:`InputChangedError` for a file that is not the one planned
     (then records before the fault may already have been yielded: the caller fails the whole
@@ -297,7 +319,7 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
     if item.error:
         raise CorruptFileError(item.error)
     if item.head is not None:
-        yield from _split_lines(io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
+        yield from _line_blocks(io.BytesIO(_whole_lines_of_head(item)), base=0, end=None,
                                 first_line=1)
         return
     if item.size is not None:
@@ -322,7 +344,7 @@ def read_jsonl(item: WorkItem) -> Iterator[RawRecord]:
         try:
             f = _ZstdStream(raw) if item.format == "jsonl.zst" else gzip.GzipFile(fileobj=raw,
                                                                                   mode="rb")
-            yield from _split_lines(f, base=0, end=None, first_line=1)
+            yield from _line_blocks(f, base=0, end=None, first_line=1)
             if item.format == "jsonl.gz" and raw.tell() == 0:
                 raise _BadStream("empty file, not even a gzip header")
         except (OSError, EOFError, zlib.error, _BadStream) as exc:
@@ -423,7 +445,7 @@ def _whole_lines_of_head(item: WorkItem) -> bytes:
     return data if whole else data[:data.rfind(b"\n") + 1]
 
 
-def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRecord]:
+def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[LineBlock]:
     with fsutil.open_file(path, "rb", blocks=True) as f:
         if start > 0:
             # The line containing byte start-1 belongs to the previous range; skip past its end
@@ -445,7 +467,7 @@ def _read_jsonl_range(path: str, start: int, end: int | None) -> Iterator[RawRec
             base, first_line = 0, 1
         if end is not None and base >= end:
             return
-        yield from _split_lines(f, base=base, end=end, first_line=first_line)
+        yield from _line_blocks(f, base=base, end=end, first_line=first_line)
 
 
 # What ends a line: Python's text mode (universal newlines), as Megatron reads JSONL: LF, CR LF,
@@ -482,17 +504,33 @@ def _lines_of(block: bytes) -> tuple[list[bytes], list[bytes] | None, int]:
 
 
 def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> Iterator[RawRecord]:
-    """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
-    that starts before ``end``, without their line ends (LF, CR LF or CR: see ``_LINE_END``).
-    Line numbers count from ``first_line`` (None = unknown).
+    """:func:`_line_blocks` as one :class:`RawRecord` per line."""
+    yield from _records(_line_blocks(f, base=base, end=end, first_line=first_line))
 
-    A line longer than a block (one huge document) is gathered block by block and joined once:
-    its peak is twice its size, and no copy of it is kept here once it is yielded, so it lives
-    only as long as the caller holds it."""
+
+def _records(blocks: Iterator[LineBlock]) -> Iterator[RawRecord]:
+    out: list[RawRecord] = []  # `yield out.pop()`: this frame holds no reference to the record
+    for lines, first_line, offsets in blocks:
+        for i, offset in enumerate(offsets):
+            out.append(RawRecord(lines[i], None if first_line is None else first_line + i, offset))
+            lines[i] = None
+            yield out.pop()
+
+
+def _line_blocks(f, *, base: int, end: int | None, first_line: int | None
+                 ) -> Iterator[LineBlock]:
+    """Lines from the current position of ``f`` (at byte ``base``), stopping after the last line
+    that starts before ``end``, without their line ends (LF, CR LF or CR: see ``_LINE_END``),
+    one :class:`LineBlock` per block read. Line numbers count from ``first_line`` (None =
+    unknown).
+
+    A line longer than a block (one huge document) is gathered block by block and joined once,
+    into a block of its own: its peak is twice its size, and no copy of it is kept here once it
+    is yielded (the caller takes it out of the block's list), so it lives only as long as the
+    caller holds it."""
     pending: list[bytes] = []  # the blocks of a line longer than one block
     offset = base
     line_no = first_line
-    out: list[RawRecord] = []  # `yield out.pop()`: this frame holds no reference to the record
     while True:
         block = _read_block(f)
         if not block:
@@ -504,32 +542,43 @@ def _split_lines(f, *, base: int, end: int | None, first_line: int | None) -> It
                 continue
             pending.append(block[:found.start()])
             block = block[found.end():]
-            line = b"".join(pending)
-            pending = []
             if end is not None and offset >= end:
                 return
-            size = len(line)
-            out.append(RawRecord(line, line_no, offset))
-            del line
-            yield out.pop()
+            one = [b"".join(pending)]
+            pending = []
+            size = len(one[0])
+            yield LineBlock(one, line_no, [offset])
+            del one
             offset += size + len(found.group())
             if line_no is not None:
                 line_no += 1
         lines, ends, step = _lines_of(block)
+        del block
         tail = lines.pop()
         pending = [tail] if tail else []
-        for n, line in enumerate(lines):
-            if end is not None and offset >= end:
+        del tail
+        # each line's offset: the running sum of the lines' sizes and their line ends (in C)
+        sizes = (map(step.__add__, map(len, lines)) if ends is None
+                 else map(operator.add, map(len, lines), map(len, ends)))
+        offsets = list(itertools.accumulate(sizes, initial=offset))
+        offset = offsets.pop()  # where the next line starts
+        if end is not None and offset > end:
+            keep = bisect.bisect_left(offsets, end)  # the lines that start before end
+            if keep < len(lines):
+                del lines[keep:], offsets[keep:]
+                if lines:
+                    yield LineBlock(lines, line_no, offsets)
                 return
-            yield RawRecord(line, line_no, offset)
-            offset += len(line) + (step if ends is None else len(ends[n]))
+        if lines:
+            count = len(lines)
+            yield LineBlock(lines, line_no, offsets)
             if line_no is not None:
-                line_no += 1
-        del block, lines, ends
+                line_no += count
+        del lines, ends, offsets
     if pending and (end is None or offset < end):
-        out.append(RawRecord(b"".join(pending), line_no, offset))
+        one = [b"".join(pending)]
         pending = []
-        yield out.pop()
+        yield LineBlock(one, line_no, [offset])
 
 
 def line_number_at(path: str, offset: int) -> int:

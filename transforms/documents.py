@@ -221,24 +221,55 @@ def read_documents(item: WorkItem, keys: Sequence[str], *, id_key: str | None = 
                                          offset=first_row + r)) is not None:
                     yield batch
     else:
-        parse_keys = list(keys)
-        for rec in readers.read_jsonl(item):
-            try:
-                texts = parse_json_line(rec.data, parse_keys)
-            except BadRecord as exc:
-                line = rec.line if rec.line is not None else readers.line_number_at(item.path,
-                                                                                      rec.offset)
-                yield BadRecordReport(item.path, line, rec.offset, str(exc), snippet(rec.data))
-                continue
-            doc_id = None
-            if id_key:
-                doc_id = _json_id(rec.data, id_key)
-            size, line, offset = len(rec.data) + 1, rec.line, rec.offset
-            rec = None  # not kept while the batch is tokenized: one huge line is hundreds of MB
-            if (batch := batcher.add(texts, doc_id, size, line=line, offset=offset)) is not None:
-                yield batch
+        yield from _jsonl_documents(item, list(keys), id_key, batcher)
     if (batch := batcher.flush()) is not None:
         yield batch
+
+
+def _jsonl_documents(item: WorkItem, keys: list[str], id_key: str | None,
+                     batcher: _Batcher) -> Iterator:
+    """:func:`read_documents` of a JSON Lines item, a block of lines at a time. The usual record
+    (an object whose keys all hold a string) takes the short way: orjson's parse and a type
+    check; any other line goes through :func:`parse_json_line`, which says what is wrong with
+    it (the same results either way: a string orjson parsed is usable text)."""
+    loads, not_json = orjson.loads, orjson.JSONDecodeError
+    single = keys[0] if len(keys) == 1 else None
+    for lines, first_line, offsets in readers.read_jsonl_blocks(item):
+        for i, offset in enumerate(offsets):
+            line, lines[i] = lines[i], None  # the block's list keeps no huge line
+            try:
+                obj = loads(line)
+            except not_json:
+                obj = None
+            texts = None
+            if type(obj) is dict:
+                if single is not None:
+                    value = obj.get(single)
+                    if type(value) is str:
+                        texts = {single: value}
+                else:
+                    texts = {k: obj.get(k) for k in keys}
+                    if not all(type(v) is str for v in texts.values()):
+                        texts = None
+            if texts is not None:
+                doc_id = None
+                if id_key and (value := obj.get(id_key)) is not None:
+                    doc_id = str(value)
+            else:
+                try:
+                    texts = parse_json_line(line, keys)
+                except BadRecord as exc:
+                    number = first_line + i if first_line is not None else \
+                        readers.line_number_at(item.path, offset)
+                    yield BadRecordReport(item.path, number, offset, str(exc), snippet(line))
+                    continue
+                doc_id = _json_id(line, id_key) if id_key else None
+            size = len(line) + 1
+            line = obj = None  # not kept while the batch is tokenized: one line can be 100s of MB
+            if (batch := batcher.add(texts, doc_id, size,
+                                     line=None if first_line is None else first_line + i,
+                                     offset=offset)) is not None:
+                yield batch
 
 
 def _json_id(line: bytes, id_key: str) -> str | None:

@@ -47,6 +47,51 @@ def test_nesting_megatron_reads_is_read_and_deeper_is_a_bad_record():
 
 # --- dropping documents ----------------------------------------------------------------------
 
+# Lines of every kind read_documents meets: the usual record (its short way) and every other
+# (parse_json_line's way), with and without the id key.
+_LINES = [
+    b'{"text": "plain", "id": 7}', b'{"text": "caf\xc3\xa9 \\n\\u00e9", "id": "a"}',
+    b'{"text": ["pre", "split"], "id": 1}', b'{"text": 5}', b'{"other": "x"}', b'{"text": null}',
+    b'not json', b'', b'   ', b'[1, 2]', b'"text"', b'{"text": "\\ud800"}',
+    b'{"text": "x", "n": NaN}', b'{"text": "big", "n": 1' + b'0' * 30 + b'}',
+    b'{"text": "bad \xff utf8"}', b'{"text": "a", "text": "b"}', b'{"text": "", "id": null}',
+    b'{"text": "two", "title": "keys"}', b'{"title": "t", "text": ["x"]}',
+]
+
+
+def _one_by_one(lines, keys, id_key):
+    """What read_documents gives, made a line at a time from parse_json_line (the long way)."""
+    good, bad = [], []
+    for n, line in enumerate(lines):
+        try:
+            texts = docs.parse_json_line(line, keys)
+        except docs.BadRecord as exc:
+            bad.append((n + 1, str(exc)))
+            continue
+        good.append((texts, docs._json_id(line, id_key) if id_key else None, n + 1))
+    return good, bad
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(range(len(_LINES))), max_size=30),
+       st.sampled_from([["text"], ["text", "title"]]), st.sampled_from([None, "id"]),
+       st.integers(1, 5))
+def test_the_short_way_reads_every_line_as_parse_json_line_does(tmp_path_factory, picks, keys,
+                                                                 id_key, max_docs):
+    lines = [_LINES[i] for i in picks]
+    path = tmp_path_factory.mktemp("short") / "in.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    item = WorkItem(path=str(path), stem="in", format="jsonl", index=0)
+    good, bad = [], []
+    for out in docs.read_documents(item, keys, id_key=id_key, max_docs=max_docs):
+        if isinstance(out, docs.BadRecordReport):
+            bad.append((out.line, out.reason))
+            continue
+        for d in range(len(out.ids)):
+            good.append(({k: out.texts[k][d] for k in keys}, out.ids[d], out.lines[d]))
+    assert (good, bad) == _one_by_one(lines, keys, id_key)
+
+
 def test_drop_documents_keeps_the_others_in_order():
     # documents 0..3 with segments [2 ids], [] (none), [1 id, 3 ids], [1 id]
     ids = np.array([10, 11, 20, 21, 22, 23, 30])
