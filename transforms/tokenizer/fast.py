@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 
 # A call of at most this many texts encodes them one by one (see FastTokenizer._encode_flat).
 FEW_TEXTS = 16
+# gigatoken keeps each of its threads' word caches for the tokenizer's lifetime, and they grow
+# with every word not seen before (about n^0.62 in the text's size n): over a long run they would
+# become most of the process's memory. The gigatoken tokenizer is made again after this many
+# bytes of text, so that memory stays flat however long the run (one cold cache per 512 MB).
+REFRESH_BYTES = 512 << 20
 
 
 def gigatoken_from_sentencepiece(proto: bytes):
@@ -77,12 +82,14 @@ class FastTokenizer(Tokenizer):
         if source == registry.FAST_FROM_SENTENCEPIECE:
             with fsutil.open_file(spec.model, "rb") as f:
                 proto = f.read()
-            self._g = gigatoken_from_sentencepiece(proto)
+            self._new_g = lambda: gigatoken_from_sentencepiece(proto)
             self.routing = sentencepiece_routing(proto)
         elif source == registry.FAST_FROM_RUST:  # the reference's tokenizers.Tokenizer
-            self._g = gigatoken.Tokenizer(reference.backend)
+            self._new_g = lambda: gigatoken.Tokenizer(reference.backend)
         else:
             raise ValueError(f"{spec.kind} has no fast backend")
+        self._g = self._new_g()
+        self._since_new = 0  # bytes (or characters) encoded by this self._g
         self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
         self.cuts, self.wide_ids = reference.cuts, reference.wide_ids
         self._calls = threading.local()
@@ -103,6 +110,9 @@ class FastTokenizer(Tokenizer):
         layout = self._g.encode_batch(texts).layout
         offsets = np.asarray(layout.offsets.data, dtype=np.int64)
         ids = np.asarray(layout.content.data)[offsets[0]:offsets[-1]]
+        self._since_new += sum(map(len, texts))
+        if self._since_new >= REFRESH_BYTES:  # its caches start over (see REFRESH_BYTES)
+            self._g, self._since_new = self._new_g(), 0
         return ids, np.diff(offsets)
 
     def last_routed(self) -> int:

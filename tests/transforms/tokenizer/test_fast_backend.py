@@ -155,3 +155,23 @@ def test_a_long_text_prepared_is_cut_into_pieces_and_gives_the_same_ids(hf_token
         ids, lengths = fast.encode_batch(texts, prepared=given)
         assert lengths.tolist() == want_lengths.tolist()
         assert np.asarray(ids, np.int64).tolist() == np.asarray(want_ids, np.int64).tolist()
+
+
+def test_the_gigatoken_tokenizer_is_made_again_after_refresh_bytes(hf_tokenizer, monkeypatch):
+    """Its word caches grow with every new word for the tokenizer's lifetime: after
+    REFRESH_BYTES of text a new one takes over (memory stays flat in a long run), and the
+    ids stay the reference's across the change."""
+    from transforms.tokenizer import fast as fast_module
+
+    fast, ref = _both(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
+    texts = [d["text"] for d in demo.documents(5, 200)]
+    size = sum(len(t.encode("utf-8")) for t in texts)  # gigatoken is given UTF-8 bytes
+    monkeypatch.setattr(fast_module, "REFRESH_BYTES", size * 2 + 1)
+    first = fast._g
+    _assert_same(fast, ref, texts)
+    _assert_same(fast, ref, texts)
+    assert fast._g is first  # 2 * size: not yet
+    _assert_same(fast, ref, texts)
+    assert fast._g is not first and fast._since_new == 0
+    _assert_same(fast, ref, texts)  # the new one, cold, gives the same ids
+    assert fast._since_new == size
