@@ -175,3 +175,17 @@ def test_the_gigatoken_tokenizer_is_made_again_after_refresh_bytes(hf_tokenizer,
     assert fast._g is not first and fast._since_new == 0
     _assert_same(fast, ref, texts)  # the new one, cold, gives the same ids
     assert fast._since_new == size
+
+
+def test_a_sentencepiece_gigatoken_tokenizer_is_kept(tmp_path, monkeypatch):
+    """Its memory stays flat without a new instance (and one every REFRESH_BYTES raised it)."""
+    from transforms.tokenizer import fast as fast_module
+
+    texts = [d["text"] for d in demo.documents(3, 300) if d["text"]]
+    model = demo.train_sentencepiece(texts, str(tmp_path / "sp"), vocab_size=1000)
+    fast, ref = _both(tk.TokenizerSpec("SentencePieceTokenizer", model=model))
+    monkeypatch.setattr(fast_module, "REFRESH_BYTES", 1)
+    first = fast._g
+    _assert_same(fast, ref, texts)
+    _assert_same(fast, ref, texts)
+    assert fast._g is first
