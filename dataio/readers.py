@@ -31,17 +31,17 @@ that handles lines by the hundred thousand (the tokenize step's parser).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
-import bisect
 import gzip
 import io
 import itertools
 import operator
 import os
 import re
-import zlib
 import typing
+import zlib
 from typing import Iterator, Sequence
 
 from runtime import errors, faults
