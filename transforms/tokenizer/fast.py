@@ -80,19 +80,18 @@ class FastTokenizer(Tokenizer):
         self.library_version = importlib.metadata.version("gigatoken")
         # texts the fast backend would get wrong go to the reference (None: no known ones)
         self.routing: FastRouting | None = None
-        self._renews = False  # made again every REFRESH_BYTES
         source = registry.kind(spec.kind).fast
         if source == registry.FAST_FROM_SENTENCEPIECE:
             with fsutil.open_file(spec.model, "rb") as f:
                 proto = f.read()
-            self._new_g = lambda: gigatoken_from_sentencepiece(proto)
+            self._g = gigatoken_from_sentencepiece(proto)
+            self._new_g = None  # kept: see REFRESH_BYTES
             self.routing = sentencepiece_routing(proto)
         elif source == registry.FAST_FROM_RUST:  # the reference's tokenizers.Tokenizer
-            self._new_g = lambda: gigatoken.Tokenizer(reference.backend)
-            self._renews = True
+            self._new_g = lambda: gigatoken.Tokenizer(reference.backend)  # every REFRESH_BYTES
+            self._g = self._new_g()
         else:
             raise ValueError(f"{spec.kind} has no fast backend")
-        self._g = self._new_g()
         self._since_new = 0  # bytes (or characters) encoded by this self._g
         self.vocab_size, self.eod, self.bos = reference.vocab_size, reference.eod, reference.bos
         self.cuts, self.wide_ids = reference.cuts, reference.wide_ids
@@ -114,7 +113,7 @@ class FastTokenizer(Tokenizer):
         layout = self._g.encode_batch(texts).layout
         offsets = np.asarray(layout.offsets.data, dtype=np.int64)
         ids = np.asarray(layout.content.data)[offsets[0]:offsets[-1]]
-        if self._renews:
+        if self._new_g is not None:
             self._since_new += sum(map(len, texts))
             if self._since_new >= REFRESH_BYTES:  # its caches start over (see REFRESH_BYTES)
                 self._g, self._since_new = self._new_g(), 0
