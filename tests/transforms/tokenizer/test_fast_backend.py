@@ -1,6 +1,7 @@
 """The fast (gigatoken) backend: identical ids to the reference, or not used at all."""
 
 import json
+import platform
 
 import numpy as np
 import pytest
@@ -159,22 +160,34 @@ def test_a_long_text_prepared_is_cut_into_pieces_and_gives_the_same_ids(hf_token
 
 def test_the_gigatoken_tokenizer_is_made_again_after_refresh_bytes(hf_tokenizer, monkeypatch):
     """Its word caches grow with every new word for the tokenizer's lifetime: after
-    REFRESH_BYTES of text a new one takes over (memory stays flat in a long run), and the
-    ids stay the reference's across the change."""
+    REFRESH_BYTES of text a new one takes over and the memory the old one's caches held is
+    handed back (memory stays flat in a long run), and the ids stay the reference's across
+    the change."""
     from transforms.tokenizer import fast as fast_module
 
     fast, ref = _both(tk.TokenizerSpec("HuggingFaceTokenizer", model=hf_tokenizer))
     texts = [d["text"] for d in demo.documents(5, 200)]
     size = sum(len(t.encode("utf-8")) for t in texts)  # gigatoken is given UTF-8 bytes
     monkeypatch.setattr(fast_module, "REFRESH_BYTES", size * 2 + 1)
+    trims = []
+    monkeypatch.setattr(fast_module, "_malloc_trim", trims.append)
     first = fast._g
     _assert_same(fast, ref, texts)
     _assert_same(fast, ref, texts)
-    assert fast._g is first  # 2 * size: not yet
+    assert fast._g is first and trims == []  # 2 * size: not yet
     _assert_same(fast, ref, texts)
-    assert fast._g is not first and fast._since_new == 0
+    assert fast._g is not first and fast._since_new == 0 and trims == [0]
     _assert_same(fast, ref, texts)  # the new one, cold, gives the same ids
     assert fast._since_new == size
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc",
+                    reason="malloc_trim is glibc's; another C library keeps its free memory")
+def test_the_memory_of_a_renewed_tokenizer_can_be_handed_back_on_glibc():
+    from transforms.tokenizer import fast as fast_module
+
+    assert fast_module._malloc_trim is not None
+    assert fast_module._malloc_trim(0) in (0, 1)  # 1: some memory was handed back
 
 
 def test_a_sentencepiece_gigatoken_tokenizer_is_kept(tmp_path, monkeypatch):
