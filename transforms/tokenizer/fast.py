@@ -29,7 +29,7 @@ FEW_TEXTS = 16
 # made again after this many bytes of text, and the memory its caches held is handed back to the
 # system (glibc keeps freed memory in its per-thread arenas, fragmented: without that, the low
 # point after each renewal grew and the peak with it), so that memory stays flat however long
-# the run. At 679 MB -> 2.7 GB: every 512 MB, 1.17x; every 512 MB and trimmed, 1.14x; every
+# the run. At 679 MB -> 2.7 GB: every 512 MB, 1.18x; every 512 MB and trimmed, 1.14x; every
 # 256 MB and trimmed, 1.08x, no slower. Not a SentencePiece one: its memory stays flat without
 # (1.07x), and a new instance every 512 MB raised it (1.22x).
 REFRESH_BYTES = 256 << 20
